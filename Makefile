@@ -1,0 +1,52 @@
+# Meridian: every target installs what it needs first, so a fresh machine needs only `make demo` / `make test`.
+PYTHON ?= python3
+VAR := var
+STAMP := $(VAR)/.installed
+export PYTHONUNBUFFERED := 1
+
+.PHONY: install models stack-up stack-down demo test test-unit test-integration schemas \
+        bench-pipeline bench-kairos clean
+
+$(STAMP): pyproject.toml infra/install.sh
+	bash infra/install.sh
+	@mkdir -p $(VAR) && touch $(STAMP)
+
+install: $(STAMP)
+
+$(VAR)/models/.built: $(STAMP) $(wildcard shared/modelzoo/*.py)
+	$(PYTHON) -m shared.modelzoo.build --out $(VAR)/models --profiles profiles/digits.json
+	@touch $@
+
+models: $(VAR)/models/.built
+
+stack-up: install
+	bash infra/kafka/kafka.sh start
+	bash infra/redis/redis.sh start
+
+stack-down:
+	-bash infra/kafka/kafka.sh stop
+	-bash infra/redis/redis.sh stop
+
+demo: models
+	bash infra/demo.sh
+
+test: models
+	$(PYTHON) -m pytest -q tests
+
+test-unit: install
+	$(PYTHON) -m pytest -q tests/unit
+
+test-integration: models
+	$(PYTHON) -m pytest -q tests/integration
+
+schemas: install
+	$(PYTHON) -m schemas.export
+
+bench-pipeline: models
+	$(PYTHON) -m bench.pipeline
+
+bench-kairos: install
+	$(PYTHON) -m bench.kairos
+
+clean: stack-down
+	rm -rf $(VAR) bench/results

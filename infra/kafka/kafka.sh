@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Fetch, format, start, stop and health-check a real single-node Apache Kafka (KRaft) on 127.0.0.1.
+#   kafka.sh install|start|stop|health|status
+# Settings (env): MERIDIAN_KAFKA_PORT (9092), MERIDIAN_KAFKA_CONTROLLER_PORT (9093),
+#                 MERIDIAN_VAR (var/ under the repo) for data, logs and the pid file.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+port="${MERIDIAN_KAFKA_PORT:-9092}"
+controller_port="${MERIDIAN_KAFKA_CONTROLLER_PORT:-9093}"
+var="${MERIDIAN_VAR:-$root/var}"
+state="$var/kafka-$port"
+jars="$here/target/dependency"
+pidfile="$state/kafka.pid"
+
+java_cmd() {
+  exec_args=(java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true
+    "-Dlog4j2.configurationFile=$here/log4j2.properties" -cp "$jars/*" "$@")
+  "${exec_args[@]}"
+}
+
+install() {
+  if [ -f "$jars/.complete" ]; then return 0; fi
+  command -v mvn >/dev/null || { echo "kafka.sh: Maven (mvn) is required to fetch the Kafka jars" >&2; exit 1; }
+  (cd "$here" && mvn -q -B dependency:copy-dependencies)
+  touch "$jars/.complete"
+}
+
+running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+health() {
+  # Healthy = the broker answers a Kafka ApiVersions/metadata round trip on its listener.
+  python3 - "$port" <<'PY'
+import sys
+from kafka import KafkaAdminClient
+try:
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{sys.argv[1]}", request_timeout_ms=3000)
+    admin.list_topics()
+    admin.close()
+except Exception as exc:  # noqa: BLE001 - any failure means "not healthy yet"
+    print(f"kafka not healthy: {exc}", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+start() {
+  install
+  if running && health 2>/dev/null; then echo "kafka already running on 127.0.0.1:$port"; return 0; fi
+  mkdir -p "$state"
+  sed -e "s|@PORT@|$port|g" -e "s|@CONTROLLER_PORT@|$controller_port|g" -e "s|@LOG_DIR@|$state/data|g" \
+    "$here/server.properties.template" > "$state/server.properties"
+  if [ ! -f "$state/data/meta.properties" ]; then
+    java_cmd kafka.tools.StorageTool format --standalone -t "$(java_cmd kafka.tools.StorageTool random-uuid)" \
+      -c "$state/server.properties" > "$state/format.log"
+  fi
+  nohup java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
+    "-Dlog4j2.configurationFile=$here/log4j2.properties" -cp "$jars/*" \
+    kafka.Kafka "$state/server.properties" > "$state/kafka.log" 2>&1 &
+  echo $! > "$pidfile"
+  for _ in $(seq 1 120); do
+    if health 2>/dev/null; then echo "kafka up on 127.0.0.1:$port"; return 0; fi
+    running || { echo "kafka exited during start; see $state/kafka.log" >&2; tail -20 "$state/kafka.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  echo "kafka did not become healthy in 60 s; see $state/kafka.log" >&2
+  stop; exit 1
+}
+
+stop() {
+  if running; then
+    pid="$(cat "$pidfile")"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$pid" 2>/dev/null || true
+    echo "kafka stopped"
+  fi
+  rm -f "$pidfile"
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  health) health ;;
+  status) if running && health 2>/dev/null; then echo up; else echo down; exit 1; fi ;;
+  *) echo "usage: $0 install|start|stop|health|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Install (Debian's redis-server), start, stop and health-check Redis on 127.0.0.1.
+#   redis.sh install|start|stop|health|status
+# Settings (env): MERIDIAN_REDIS_PORT (6379), MERIDIAN_REDIS_PASSWORD (optional, enables AUTH),
+#                 MERIDIAN_VAR (var/ under the repo) for data, log and pid file.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+port="${MERIDIAN_REDIS_PORT:-6379}"
+var="${MERIDIAN_VAR:-$root/var}"
+state="$var/redis-$port"
+pidfile="$state/redis.pid"
+
+cli() {
+  if [ -n "${MERIDIAN_REDIS_PASSWORD:-}" ]; then
+    REDISCLI_AUTH="$MERIDIAN_REDIS_PASSWORD" redis-cli -h 127.0.0.1 -p "$port" "$@"
+  else
+    redis-cli -h 127.0.0.1 -p "$port" "$@"
+  fi
+}
+
+install() {
+  command -v redis-server >/dev/null && return 0
+  echo "installing Debian's redis-server"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+}
+
+health() { [ "$(cli ping 2>/dev/null)" = "PONG" ]; }
+
+start() {
+  install
+  if health; then echo "redis already running on 127.0.0.1:$port"; return 0; fi
+  mkdir -p "$state"
+  args=(--bind 127.0.0.1 --port "$port" --dir "$state" --daemonize yes --pidfile "$pidfile"
+    --logfile "$state/redis.log" --save "" --appendonly no --protected-mode yes)
+  if [ -n "${MERIDIAN_REDIS_PASSWORD:-}" ]; then args+=(--requirepass "$MERIDIAN_REDIS_PASSWORD"); fi
+  redis-server "${args[@]}"
+  for _ in $(seq 1 50); do
+    if health; then echo "redis up on 127.0.0.1:$port"; return 0; fi
+    sleep 0.2
+  done
+  echo "redis did not become healthy; see $state/redis.log" >&2; exit 1
+}
+
+stop() {
+  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    pid="$(cat "$pidfile")"; kill "$pid"
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    echo "redis stopped"
+  fi
+  rm -f "$pidfile"
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  health) health ;;
+  status) if health; then echo up; else echo down; exit 1; fi ;;
+  *) echo "usage: $0 install|start|stop|health|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,342 @@
+"""Message contracts for every Meridian topic (schema version 1).
+
+Every message is JSON produced by ``model.model_dump_json()`` and read with ``Model.model_validate_json``.
+Each carries ``schema_version``; a reader rejects versions it does not know. Field limits here are the
+wire contract (sizes, ranges); policies validate their own math.
+
+Topic -> model (names in ``shared.topics``):
+
+=========================  =====================================  ===========================
+topic                      value                                  key
+=========================  =====================================  ===========================
+meridian.queries           Query                                  application
+meridian.results           Result                                 query id
+meridian.dispatch.<wid>    WorkerCommand (DispatchBatch | ...)    batch id / variant
+meridian.worker-events     WorkerEvent (Heartbeat, Batch..., ...) worker id
+meridian.load-stats        LoadStatistics                         application
+meridian.plans             AllocationPlan                         planner name
+meridian.dead-letter       DeadLetter                             source topic
+=========================  =====================================  ===========================
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from enum import Enum
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+#: the largest tensor payload a query may carry, decoded (bytes)
+MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+#: the most rows one query may carry
+MAX_QUERY_ROWS = 4096
+
+Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$")]
+Seconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+_DTYPE_SIZES = {"float32": 4, "float16": 2, "int64": 8, "int32": 4, "uint8": 1}
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+
+
+class TensorPayload(BaseModel):
+    """A dense tensor: little-endian raw bytes, base64-encoded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dtype: Literal["float32", "float16", "int64", "int32", "uint8"]
+    shape: list[Annotated[int, Field(ge=1, le=1 << 24)]] = Field(min_length=1, max_length=8)
+    data_b64: str = Field(max_length=(MAX_PAYLOAD_BYTES * 4) // 3 + 8)
+
+    @model_validator(mode="after")
+    def _size_matches_shape(self) -> "TensorPayload":
+        expected = math.prod(self.shape) * _DTYPE_SIZES[self.dtype]
+        if expected > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload of {expected} bytes exceeds the {MAX_PAYLOAD_BYTES}-byte limit")
+        try:
+            decoded = len(base64.b64decode(self.data_b64, validate=True))
+        except binascii.Error as exc:
+            raise ValueError(f"`data_b64` is not valid base64: {exc}") from None
+        if decoded != expected:
+            raise ValueError(f"`data_b64` holds {decoded} bytes but shape {self.shape} of {self.dtype} needs {expected}")
+        return self
+
+
+class Query(_Message):
+    """A client's inference request. ``model`` names a model family or one exact variant."""
+
+    query_id: Identifier
+    application: Identifier
+    model: Identifier
+    slo_ms: float = Field(gt=0.0, le=3_600_000.0, allow_inf_nan=False)
+    accuracy_floor: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: rows in the query (its own batch size)
+    batch_size: int = Field(ge=1, le=MAX_QUERY_ROWS)
+    #: the input rows; absent only for workloads served by emulated devices
+    inputs: TensorPayload | None = None
+    #: client send time, unix seconds
+    sent_at: Seconds
+
+    @model_validator(mode="after")
+    def _rows_match_inputs(self) -> "Query":
+        if self.inputs is not None and self.inputs.shape[0] != self.batch_size:
+            raise ValueError(f"`batch_size` is {self.batch_size} but `inputs` has {self.inputs.shape[0]} rows")
+        return self
+
+
+class ResultStatus(str, Enum):
+    OK = "ok"
+    DROPPED = "dropped"
+    REJECTED = "rejected"
+    ERROR = "error"
+
+
+class HopTimestamps(BaseModel):
+    """Unix seconds at each hop; a hop a query never reached stays ``None``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    client_sent: Seconds | None = None
+    scheduler_received: Seconds | None = None
+    dispatched: Seconds | None = None
+    worker_received: Seconds | None = None
+    compute_started: Seconds | None = None
+    compute_finished: Seconds | None = None
+    result_sent: Seconds | None = None
+
+
+class Result(_Message):
+    """The one final answer to a query (clients drop repeats by ``query_id``)."""
+
+    query_id: str = Field(max_length=256)
+    application: str | None = Field(default=None, max_length=256)
+    status: ResultStatus
+    variant: str | None = None
+    worker_id: str | None = None
+    device: str | None = None
+    #: the device's latency was replayed from its measured profile, not computed here
+    emulated: bool = False
+    batch_id: str | None = None
+    timestamps: HopTimestamps = HopTimestamps()
+    reason: str | None = Field(default=None, max_length=2000)
+    #: top-1 class per row, for classifiers
+    predictions: list[int] | None = None
+    outputs: TensorPayload | None = None
+
+
+class QueryWork(BaseModel):
+    """One query inside a dispatched batch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query_id: Identifier
+    application: Identifier
+    batch_size: int = Field(ge=1, le=MAX_QUERY_ROWS)
+    slo_ms: float = Field(gt=0.0)
+    inputs: TensorPayload | None = None
+    timestamps: HopTimestamps
+
+
+class DispatchBatch(_Message):
+    """Command: run these queries as one batch on ``variant``."""
+
+    command: Literal["dispatch_batch"] = "dispatch_batch"
+    batch_id: Identifier
+    worker_id: Identifier
+    variant: Identifier
+    queries: list[QueryWork] = Field(min_length=1)
+
+
+class LoadVariant(_Message):
+    """Command: load ``variant`` (and report its loading latency)."""
+
+    command: Literal["load_variant"] = "load_variant"
+    worker_id: Identifier
+    variant: Identifier
+
+
+class UnloadVariant(_Message):
+    """Command: unload ``variant`` once the batches already sent for it have run."""
+
+    command: Literal["unload_variant"] = "unload_variant"
+    worker_id: Identifier
+    variant: Identifier
+
+
+WorkerCommand = Annotated[Union[DispatchBatch, LoadVariant, UnloadVariant], Field(discriminator="command")]
+worker_command_adapter: TypeAdapter[DispatchBatch | LoadVariant | UnloadVariant] = TypeAdapter(WorkerCommand)
+
+
+class WorkerHeartbeat(_Message):
+    event: Literal["heartbeat"] = "heartbeat"
+    worker_id: Identifier
+    device: Identifier
+    emulated: bool
+    variants: list[Identifier]
+    max_batch: int = Field(ge=1)
+    #: batches received and not finished
+    inflight: int = Field(ge=0)
+    #: fraction of the last heartbeat interval spent computing
+    busy_fraction: float = Field(ge=0.0, le=1.0)
+    price_per_hour: float = Field(ge=0.0)
+    at: Seconds
+
+
+class BatchStarted(_Message):
+    event: Literal["batch_started"] = "batch_started"
+    worker_id: Identifier
+    batch_id: Identifier
+    at: Seconds
+
+
+class BatchFinished(_Message):
+    event: Literal["batch_finished"] = "batch_finished"
+    worker_id: Identifier
+    batch_id: Identifier
+    variant: Identifier
+    device: Identifier
+    rows: int = Field(ge=0)
+    compute_ms: float = Field(ge=0.0)
+    ok: bool
+    at: Seconds
+
+
+class VariantLoaded(_Message):
+    event: Literal["variant_loaded"] = "variant_loaded"
+    worker_id: Identifier
+    variant: Identifier
+    load_ms: float = Field(ge=0.0)
+    at: Seconds
+
+
+class VariantUnloaded(_Message):
+    event: Literal["variant_unloaded"] = "variant_unloaded"
+    worker_id: Identifier
+    variant: Identifier
+    at: Seconds
+
+
+class WorkerStopped(_Message):
+    event: Literal["worker_stopped"] = "worker_stopped"
+    worker_id: Identifier
+    at: Seconds
+
+
+WorkerEvent = Annotated[
+    Union[WorkerHeartbeat, BatchStarted, BatchFinished, VariantLoaded, VariantUnloaded, WorkerStopped],
+    Field(discriminator="event"),
+]
+worker_event_adapter: TypeAdapter[
+    WorkerHeartbeat | BatchStarted | BatchFinished | VariantLoaded | VariantUnloaded | WorkerStopped
+] = TypeAdapter(WorkerEvent)
+
+
+class LoadStatistics(_Message):
+    """A scheduler's view of one application's load over the last window."""
+
+    application: Identifier
+    window_s: float = Field(gt=0.0)
+    arrival_rate_qps: float = Field(ge=0.0)
+    queue_depth: int = Field(ge=0)
+    #: a recent sample of query sizes (rows), oldest first
+    batch_sizes: list[int] = Field(default_factory=list, max_length=20_000)
+    slo_attainment: float | None = Field(default=None, ge=0.0, le=1.0)
+    at: Seconds
+
+
+class PlanPlacement(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: Identifier
+    variants: list[Identifier]
+    #: the worker that realises this slot, once known
+    worker_id: Identifier | None = None
+
+
+class AllocationPlan(_Message):
+    """A planner's or autoscaler's decision: which devices, which variants where, how to split load."""
+
+    plan_id: Identifier
+    planner: Identifier
+    status: Literal["optimal", "feasible", "degraded", "infeasible"]
+    message: str = Field(max_length=2000)
+    placements: list[PlanPlacement]
+    #: application -> variant -> share of its queries
+    routing: dict[str, dict[str, float]] = Field(default_factory=dict)
+    cost_per_hour: float | None = Field(default=None, ge=0.0)
+    objective: float | None = None
+    at: Seconds
+
+    @field_validator("routing")
+    @classmethod
+    def _shares_are_fractions(cls, routing: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for application, shares in routing.items():
+            if any(s < 0 for s in shares.values()) or (shares and abs(sum(shares.values()) - 1.0) > 1e-6):
+                raise ValueError(f"routing shares of {application!r} must be >= 0 and sum to 1")
+        return routing
+
+
+class DeadLetter(_Message):
+    """A copy of an input that could not be processed, and why."""
+
+    source_topic: str = Field(max_length=256)
+    partition: int | None = None
+    offset: int | None = None
+    #: the raw message value, base64 (cut to ``MAX_DEAD_LETTER_BYTES``)
+    raw_b64: str
+    truncated: bool = False
+    reason: str = Field(max_length=2000)
+    service: str
+    at: Seconds
+
+
+MAX_DEAD_LETTER_BYTES = 64 * 1024
+
+#: every topic model, by the name its JSON Schema file is exported under
+EXPORTED_MODELS: dict[str, type[BaseModel] | TypeAdapter] = {
+    "query": Query,
+    "result": Result,
+    "worker_command": worker_command_adapter,
+    "worker_event": worker_event_adapter,
+    "load_statistics": LoadStatistics,
+    "allocation_plan": AllocationPlan,
+    "dead_letter": DeadLetter,
+}
+
+__all__ = [
+    "MAX_DEAD_LETTER_BYTES",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_QUERY_ROWS",
+    "SCHEMA_VERSION",
+    "AllocationPlan",
+    "BatchFinished",
+    "BatchStarted",
+    "DeadLetter",
+    "DispatchBatch",
+    "EXPORTED_MODELS",
+    "HopTimestamps",
+    "LoadStatistics",
+    "LoadVariant",
+    "PlanPlacement",
+    "Query",
+    "QueryWork",
+    "Result",
+    "ResultStatus",
+    "TensorPayload",
+    "UnloadVariant",
+    "VariantLoaded",
+    "VariantUnloaded",
+    "WorkerCommand",
+    "WorkerEvent",
+    "WorkerHeartbeat",
+    "WorkerStopped",
+    "worker_command_adapter",
+    "worker_event_adapter",
+]

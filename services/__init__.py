@@ -1,0 +1,1 @@
+"""Meridian's processes, each run as ``python -m services.<name>``."""

@@ -1,0 +1,175 @@
+"""Scheduler: the single decision point for the applications of its query partitions.
+
+Consumes ``meridian.queries`` (faust agent) and ``meridian.worker-events`` (every scheduler reads all);
+produces ``meridian.dispatch.<worker>`` batches, its own ``rejected``/``dropped`` results on
+``meridian.results``, copies of bad input on ``meridian.dead-letter`` and ``meridian.load-stats``.
+A query's message is acknowledged (its offset committed) only once its batch is durably dispatched or
+its final result is sent, so a restarted scheduler re-reads what it had not handed on.
+
+Run: ``python -m services.scheduler``
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+
+import faust
+from aiokafka import AIOKafkaConsumer
+from pydantic import ValidationError
+
+from schemas import LoadStatistics, Query, Result, worker_event_adapter
+from services.scheduler.core import SchedulerCore, Step, rejected
+from shared import metrics, topics
+from shared.catalogue import Catalogue
+from shared.dead_letter import best_effort_id, dead_letter, describe_validation_error
+from shared.policy.registry import make_dispatch
+from shared.settings import Settings
+
+SERVICE = "scheduler"
+STEP_INTERVAL_S = 0.05
+
+settings = Settings()
+app = faust.App(
+    "meridian-scheduler",
+    broker=f"kafka://{settings.kafka_bootstrap}",
+    value_serializer="raw",
+    key_serializer="raw",
+    web_enabled=False,
+    topic_allow_declare=False,
+    topic_disable_leader=True,
+    broker_session_timeout=10,
+    broker_heartbeat_interval=1,
+    broker_commit_interval=0.5,
+    producer_linger_ms=0,
+    producer_acks=-1,
+    consumer_auto_offset_reset="earliest",
+    datadir=str(settings.var_dir / "scheduler"),
+)
+queries_topic = app.topic(topics.QUERIES, partitions=settings.query_partitions)
+results_topic = app.topic(topics.RESULTS, partitions=settings.result_partitions)
+dead_letter_topic = app.topic(topics.DEAD_LETTER)
+load_stats_topic = app.topic(topics.LOAD_STATS)
+
+core = SchedulerCore(
+    make_dispatch(settings.scheduler_policy),
+    Catalogue.from_settings(settings),
+    drop_after_slo_multiple=settings.drop_after_slo_multiple,
+    worker_timeout_s=3 * settings.heartbeat_interval_s,
+)
+recent_sizes: dict[str, deque[int]] = {}
+arrivals_in_window: dict[str, int] = {}
+
+
+@app.agent(queries_topic)
+async def admit_queries(stream: faust.StreamT) -> None:
+    async for event in stream.noack().events():
+        now = time.time()
+        raw: bytes = event.value
+        try:
+            query = Query.model_validate_json(raw)
+        except ValidationError as exc:
+            await reject(rejected(best_effort_id(raw), describe_validation_error(exc)), raw, event)
+            continue
+        arrivals_in_window[query.application] = arrivals_in_window.get(query.application, 0) + 1
+        recent_sizes.setdefault(query.application, deque(maxlen=10_000)).append(query.batch_size)
+        rejection = core.admit(query, now, event)
+        if rejection is not None:
+            await reject(rejection, raw, event)
+            continue
+        await act(core.step(now))
+
+
+async def reject(result: Result, raw: bytes, event: faust.EventT) -> None:
+    await send_final(result, event)
+    await dead_letter_topic.send(value=dead_letter(
+        raw, result.reason or "rejected", service=SERVICE, source_topic=topics.QUERIES,
+        partition=event.message.partition, offset=event.message.offset).model_dump_json().encode())
+    metrics.DEAD_LETTERS.labels(SERVICE).inc()
+
+
+async def send_final(result: Result, event: faust.EventT | None) -> None:
+    fut = await results_topic.send(key=result.query_id.encode(), value=result.model_dump_json().encode())
+    metrics.RESULTS.labels(result.application or "unknown", result.status.value, reason_class(result)).inc()
+    if event is not None:
+        asyncio.ensure_future(ack_when_written(fut, [event]))
+
+
+async def act(step: Step) -> None:
+    for result, event in step.finals:
+        await send_final(result, event)
+    for batch, events in step.dispatches:
+        fut = await app.topic(topics.dispatch_topic(batch.worker_id)).send(
+            key=batch.batch_id.encode(), value=batch.model_dump_json().encode())
+        asyncio.ensure_future(ack_when_written(fut, [e for e in events if e is not None]))
+        metrics.DISPATCHED_BATCH_ROWS.labels(batch.variant).observe(sum(q.batch_size for q in batch.queries))
+        for work in batch.queries:
+            waited = work.timestamps.dispatched - work.timestamps.scheduler_received
+            metrics.HOP_LATENCY.labels(work.application, "queue_wait").observe(waited)
+
+
+async def ack_when_written(fut: asyncio.Future, events: list[faust.EventT]) -> None:
+    await fut
+    for event in events:
+        event.ack()
+
+
+def reason_class(result: Result) -> str:
+    return (result.reason or "").split(":")[0].split(" ")[0][:32] or "none"
+
+
+@app.task
+async def follow_worker_events() -> None:
+    """Every scheduler process reads the whole fleet's events, from now on, with no consumer group."""
+    consumer = AIOKafkaConsumer(topics.WORKER_EVENTS, bootstrap_servers=settings.kafka_bootstrap,
+                                group_id=None, auto_offset_reset="latest", fetch_max_wait_ms=5)
+    await consumer.start()
+    try:
+        async for message in consumer:
+            try:
+                event = worker_event_adapter.validate_json(message.value)
+            except ValidationError as exc:
+                await dead_letter_topic.send(value=dead_letter(
+                    message.value, describe_validation_error(exc), service=SERVICE,
+                    source_topic=topics.WORKER_EVENTS, partition=message.partition,
+                    offset=message.offset).model_dump_json().encode())
+                continue
+            now = time.time()
+            core.on_worker_event(event, now)
+            await act(core.step(now))
+    finally:
+        await consumer.stop()
+
+
+@app.timer(interval=STEP_INTERVAL_S)
+async def housekeeping() -> None:
+    """Drops queries past hope and notices silent workers even when no message arrives."""
+    await act(core.step(time.time()))
+    for application, depth in core.depth_by_application().items():
+        metrics.QUEUE_DEPTH.labels(application).set(depth)
+    metrics.WORKERS_KNOWN.set(len(core.workers))
+
+
+@app.timer(interval=settings.load_stats_interval_s)
+async def publish_load_statistics() -> None:
+    depth = core.depth_by_application()
+    for application in set(arrivals_in_window) | set(depth):
+        stats = LoadStatistics(
+            application=application, window_s=settings.load_stats_interval_s,
+            arrival_rate_qps=arrivals_in_window.get(application, 0) / settings.load_stats_interval_s,
+            queue_depth=depth.get(application, 0), batch_sizes=list(recent_sizes.get(application, ())),
+            at=time.time())
+        await load_stats_topic.send(key=application.encode(), value=stats.model_dump_json().encode())
+    arrivals_in_window.clear()
+
+
+def prepare() -> None:
+    """Create the core topics (faust must find them) and expose metrics, before the app starts."""
+    from shared.kafka_io import make_admin
+
+    admin = make_admin(settings)
+    try:
+        topics.ensure_topics(admin, topics.core_topics(settings))
+    finally:
+        admin.close()
+    metrics.serve_metrics(settings.scheduler_metrics_port, settings.bind_host)

@@ -1,0 +1,226 @@
+"""Worker: runs the batches the scheduler sends it.
+
+Consumes its own ``meridian.dispatch.<worker_id>`` (group ``meridian.worker.<worker_id>``); produces one
+``Result`` per query on ``meridian.results`` and ``WorkerEvent``s (heartbeat, batch started/finished,
+variant loaded/unloaded) on ``meridian.worker-events``. A command's offset is committed only after
+everything it produced is acknowledged by the broker, so a restarted worker redoes unfinished work.
+
+Run: ``python -m services.worker --worker-id w1 --variants digits-mlp-s`` (real onnxruntime) or
+``python -m services.worker --worker-id g1 --emulate g4dn.xlarge --profile-source kairos --variants rm2``.
+"""
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from kafka import KafkaConsumer, KafkaProducer
+from pydantic import ValidationError
+
+from schemas import (
+    BatchFinished,
+    BatchStarted,
+    DispatchBatch,
+    LoadVariant,
+    Result,
+    ResultStatus,
+    TensorPayload,
+    UnloadVariant,
+    VariantLoaded,
+    VariantUnloaded,
+    WorkerHeartbeat,
+    WorkerStopped,
+    worker_command_adapter,
+)
+from services.worker.executors import EmulatedExecutor, ExecutionError, Executor, OnnxExecutor
+from shared import metrics, topics
+from shared.dead_letter import dead_letter, describe_validation_error
+from shared.kafka_io import make_admin, make_consumer, make_producer
+from shared.profiles.sources import load_profile_source
+from shared.settings import Settings
+from shared.tensors import decode_batch
+
+SERVICE = "worker"
+
+
+@dataclass
+class WorkerContext:
+    worker_id: str
+    executor: Executor
+    producer: KafkaProducer
+    max_batch: int
+    price_per_hour: float
+    busy_s: float = 0.0
+    inflight: int = 0
+
+    @property
+    def emulated_label(self) -> str:
+        return "true" if self.executor.emulated else "false"
+
+
+def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float) -> None:
+    ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchStarted(
+        worker_id=ctx.worker_id, batch_id=batch.batch_id, at=received_at).model_dump_json().encode())
+    rows = sum(q.batch_size for q in batch.queries)
+    started = time.time()
+    try:
+        inputs = decode_batch([q.inputs for q in batch.queries])
+        outputs = ctx.executor.run(batch.variant, inputs, rows)
+        error = None
+    except (ExecutionError, ValueError) as exc:
+        outputs, error = None, str(exc)
+    finished = time.time()
+    compute_s = finished - started
+    ctx.busy_s += compute_s
+    metrics.WORKER_BUSY.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label).inc(compute_s)
+    offset = 0
+    for query in batch.queries:
+        predictions = None
+        if outputs is not None:
+            predictions = np.asarray(outputs[offset:offset + query.batch_size]).argmax(axis=-1).tolist()
+        offset += query.batch_size
+        sent = time.time()
+        result = Result(
+            query_id=query.query_id, application=query.application,
+            status=ResultStatus.ERROR if error else ResultStatus.OK, reason=error,
+            variant=batch.variant, worker_id=ctx.worker_id, device=ctx.executor.device,
+            emulated=ctx.executor.emulated, batch_id=batch.batch_id, predictions=predictions,
+            timestamps=query.timestamps.model_copy(update=dict(
+                worker_received=received_at, compute_started=started, compute_finished=finished,
+                result_sent=sent)))
+        ctx.producer.send(topics.RESULTS, key=query.query_id.encode(), value=result.model_dump_json().encode())
+        observe_result(result, query.slo_ms, compute_s)
+    ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchFinished(
+        worker_id=ctx.worker_id, batch_id=batch.batch_id, variant=batch.variant, device=ctx.executor.device,
+        rows=rows, compute_ms=compute_s * 1000.0, ok=error is None, at=time.time()).model_dump_json().encode())
+
+
+def observe_result(result: Result, slo_ms: float, compute_s: float) -> None:
+    app, stamps = result.application or "unknown", result.timestamps
+    metrics.RESULTS.labels(app, result.status.value, "none" if result.reason is None else "execution").inc()
+    metrics.HOP_LATENCY.labels(app, "compute").observe(compute_s)
+    if stamps.dispatched is not None and stamps.worker_received is not None:
+        metrics.HOP_LATENCY.labels(app, "dispatch").observe(max(0.0, stamps.worker_received - stamps.dispatched))
+    if stamps.client_sent is not None and stamps.result_sent is not None:
+        latency = max(0.0, stamps.result_sent - stamps.client_sent)
+        metrics.QUERY_LATENCY.labels(app).observe(latency)
+        if result.status is ResultStatus.OK and latency * 1000.0 <= slo_ms:
+            metrics.GOODPUT.labels(app).inc()
+
+
+def handle_load(ctx: WorkerContext, command: LoadVariant, received_at: float) -> None:
+    try:
+        load_ms = ctx.executor.load(command.variant)
+    except ExecutionError as exc:
+        print(f"worker {ctx.worker_id}: cannot load {command.variant}: {exc}", flush=True)
+        return
+    ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=VariantLoaded(
+        worker_id=ctx.worker_id, variant=command.variant, load_ms=load_ms, at=time.time()).model_dump_json().encode())
+    metrics.WORKER_LOADED_VARIANTS.labels(ctx.worker_id).set(len(ctx.executor.loaded()))
+
+
+def handle_unload(ctx: WorkerContext, command: UnloadVariant, received_at: float) -> None:
+    ctx.executor.unload(command.variant)
+    ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=VariantUnloaded(
+        worker_id=ctx.worker_id, variant=command.variant, at=time.time()).model_dump_json().encode())
+    metrics.WORKER_LOADED_VARIANTS.labels(ctx.worker_id).set(len(ctx.executor.loaded()))
+
+
+HANDLERS = {DispatchBatch: handle_dispatch, LoadVariant: handle_load, UnloadVariant: handle_unload}
+
+
+def heartbeat(ctx: WorkerContext, interval_s: float, stop: threading.Event) -> None:
+    last_busy, last_at = ctx.busy_s, time.time()
+    while not stop.is_set():
+        now = time.time()
+        busy = min(1.0, max(0.0, (ctx.busy_s - last_busy) / max(now - last_at, 1e-6)))
+        last_busy, last_at = ctx.busy_s, now
+        ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=WorkerHeartbeat(
+            worker_id=ctx.worker_id, device=ctx.executor.device, emulated=ctx.executor.emulated,
+            variants=ctx.executor.loaded(), max_batch=ctx.max_batch, inflight=ctx.inflight,
+            busy_fraction=busy, price_per_hour=ctx.price_per_hour, at=now).model_dump_json().encode())
+        stop.wait(interval_s)
+
+
+def serve(ctx: WorkerContext, consumer: KafkaConsumer, stop: threading.Event) -> None:
+    while not stop.is_set():
+        polled = consumer.poll(timeout_ms=200, max_records=64)
+        if not polled:
+            continue
+        for records in polled.values():
+            for record in records:
+                received_at = time.time()
+                try:
+                    command = worker_command_adapter.validate_json(record.value)
+                except ValidationError as exc:
+                    ctx.producer.send(topics.DEAD_LETTER, value=dead_letter(
+                        record.value, describe_validation_error(exc), service=SERVICE, source_topic=record.topic,
+                        partition=record.partition, offset=record.offset).model_dump_json().encode())
+                    metrics.DEAD_LETTERS.labels(SERVICE).inc()
+                    continue
+                ctx.inflight = 1
+                HANDLERS[type(command)](ctx, command, received_at)
+                ctx.inflight = 0
+        ctx.producer.flush()
+        consumer.commit()
+
+
+def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerContext, KafkaConsumer]:
+    profiles = load_profile_source(args.profile_source, settings)
+    executor: Executor = (EmulatedExecutor(profiles, args.emulate, seed=args.seed) if args.emulate
+                          else OnnxExecutor(settings.models_dir))
+    device = profiles.device_by_name.get(executor.device)
+    price = device.price_per_hour if device else 0.0
+    admin = make_admin(settings)
+    try:
+        topics.ensure_topics(admin, [*topics.core_topics(settings), topics.TopicSpec(topics.dispatch_topic(args.worker_id), 1)])
+    finally:
+        admin.close()
+    producer = make_producer(settings)
+    profiled = [max(p.batch_latency_ms) for p in profiles.variants if p.device == executor.device]
+    max_batch = args.max_batch or max(profiled, default=64)
+    ctx = WorkerContext(args.worker_id, executor, producer, max_batch=max_batch, price_per_hour=price)
+    for variant in args.variants:
+        handle_load(ctx, LoadVariant(worker_id=args.worker_id, variant=variant), time.time())
+    consumer = make_consumer(settings, topics.dispatch_topic(args.worker_id), group_id=topics.worker_group(args.worker_id),
+                             fetch_max_wait_ms=20)
+    return ctx, consumer
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m services.worker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--worker-id", required=True)
+    parser.add_argument("--variants", type=lambda s: [v for v in s.split(",") if v], default=[])
+    parser.add_argument("--emulate", metavar="DEVICE", help="replay DEVICE's measured profile instead of computing")
+    parser.add_argument("--profile-source", default="dir", help="'dir' (profiles/*.json) or 'kairos' (authors' data)")
+    parser.add_argument("--max-batch", type=int, default=None,
+                        help="most rows per batch (default: the largest profiled batch of the device, else 64)")
+    parser.add_argument("--metrics-port", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    settings = Settings()
+    ctx, consumer = bootstrap(args, settings)
+    metrics.serve_metrics(args.metrics_port or settings.worker_metrics_port, settings.bind_host)
+    metrics.WORKER_INFO.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label).set(1)
+    stop = threading.Event()
+    beat = threading.Thread(target=heartbeat, args=(ctx, settings.heartbeat_interval_s, stop), daemon=True)
+    beat.start()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        serve(ctx, consumer, stop)
+    except KeyboardInterrupt:
+        stop.set()
+    finally:
+        ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(),
+                          value=WorkerStopped(worker_id=ctx.worker_id, at=time.time()).model_dump_json().encode())
+        ctx.producer.flush(timeout=5)
+        consumer.close()
+        ctx.producer.close(timeout=5)

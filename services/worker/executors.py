@@ -1,0 +1,123 @@
+"""How a worker runs a batch: for real with onnxruntime, or by replaying a device's measured profile."""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import numpy as np
+
+from shared.profiles import ProfileSet
+
+
+class ExecutionError(Exception):
+    """The batch could not run; every query in it gets an ``error`` result with this reason."""
+
+
+class Executor(ABC):
+    #: the device type this executor stands for (a profile key)
+    device: str
+    emulated: bool
+
+    @abstractmethod
+    def load(self, variant: str) -> float:
+        """Load ``variant`` and return the loading latency in ms."""
+
+    @abstractmethod
+    def unload(self, variant: str) -> None: ...
+
+    @abstractmethod
+    def loaded(self) -> list[str]: ...
+
+    @abstractmethod
+    def run(self, variant: str, inputs: np.ndarray | None, rows: int) -> np.ndarray | None:
+        """Run one batch; return its outputs (``None`` when emulating)."""
+
+
+class OnnxExecutor(Executor):
+    """Real inference with onnxruntime, one intra-op thread (the fastest setting on a shared 2-core box)."""
+
+    emulated = False
+
+    def __init__(self, models_dir: Path, *, device: str = "cpu-1t") -> None:
+        self.device = device
+        self._models_dir = Path(models_dir)
+        self._sessions: dict[str, object] = {}
+
+    def load(self, variant: str) -> float:
+        from shared.onnx_runtime import make_session
+
+        path = self._models_dir / f"{variant}.onnx"
+        if not path.is_file():
+            raise ExecutionError(f"no model file for variant {variant!r} at {path}")
+        started = time.perf_counter()
+        self._sessions[variant] = make_session(path)
+        return (time.perf_counter() - started) * 1000.0
+
+    def unload(self, variant: str) -> None:
+        self._sessions.pop(variant, None)
+
+    def loaded(self) -> list[str]:
+        return sorted(self._sessions)
+
+    def run(self, variant: str, inputs: np.ndarray | None, rows: int) -> np.ndarray:
+        from shared.onnx_runtime import run_batch
+
+        session = self._sessions.get(variant)
+        if session is None:
+            raise ExecutionError(f"variant {variant!r} is not loaded on this worker")
+        if inputs is None:
+            raise ExecutionError("a real device needs input tensors")
+        try:
+            return run_batch(session, inputs)
+        except Exception as exc:  # onnxruntime raises its own exception types for shape/type errors
+            raise ExecutionError(f"inference failed: {exc}"[:500]) from None
+
+
+class EmulatedExecutor(Executor):
+    """Replays a named device's measured latency (as the Kairos authors emulate instance types).
+
+    Samples are drawn from the profile's measured samples when present, else its mean is used.
+    """
+
+    emulated = True
+
+    def __init__(self, profiles: ProfileSet, device: str, *, seed: int = 0) -> None:
+        if device not in profiles.device_by_name:
+            raise ValueError(f"`device` {device!r} has no profile; known: {sorted(profiles.device_by_name)}")
+        self.device = device
+        self._profiles = profiles
+        self._loaded: set[str] = set()
+        self._rng = np.random.default_rng(seed)
+
+    def load(self, variant: str) -> float:
+        profile = self._profile(variant)
+        self._loaded.add(variant)
+        load_ms = profile.load_latency_ms or 0.0
+        time.sleep(load_ms / 1000.0)
+        return load_ms
+
+    def unload(self, variant: str) -> None:
+        self._loaded.discard(variant)
+
+    def loaded(self) -> list[str]:
+        return sorted(self._loaded)
+
+    def run(self, variant: str, inputs: np.ndarray | None, rows: int) -> None:
+        if variant not in self._loaded:
+            raise ExecutionError(f"variant {variant!r} is not loaded on this worker")
+        profile = self._profile(variant)
+        try:
+            batch = profile.profiled_batch(rows)
+        except ValueError as exc:
+            raise ExecutionError(str(exc)) from None
+        samples = (profile.latency_samples_ms or {}).get(batch)
+        latency_ms = float(self._rng.choice(samples)) if samples else profile.batch_latency_ms[batch]
+        time.sleep(latency_ms / 1000.0)
+        return None
+
+    def _profile(self, variant: str):
+        try:
+            return self._profiles.get(variant, self.device)
+        except KeyError as exc:
+            raise ExecutionError(str(exc)) from None

@@ -1,0 +1,1 @@
+"""Meridian's common code: pure policies, the simulator, profiles, and the thin I/O adapters services share."""

@@ -1,0 +1,93 @@
+"""What can be served: applications, their model families, the variants' profiles.
+
+The scheduler asks it to turn a ``Query`` into candidate variants, or a rejection with a reason.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from shared.profiles import ProfileSet, VariantProfile
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
+
+
+class QueryRejected(Exception):
+    """The query cannot be served as asked; ``str(exc)`` is the reason the client sees."""
+
+
+class Catalogue:
+    def __init__(self, profile_sets: Iterable[ProfileSet], applications: Mapping[str, list[str]]) -> None:
+        self._profiles: dict[str, list[VariantProfile]] = {}
+        self._slo_ms: dict[str, float] = {}
+        self.devices = {}
+        for profile_set in profile_sets:
+            self.devices.update(profile_set.device_by_name)
+            self._slo_ms.update(profile_set.slo_ms)
+            for profile in profile_set.variants:
+                self._profiles.setdefault(profile.variant, []).append(profile)
+        self._families: dict[str, list[str]] = {}
+        for variant, profiles in self._profiles.items():
+            self._families.setdefault(profiles[0].family, []).append(variant)
+        self.applications = {app: list(families) for app, families in applications.items()}
+
+    @classmethod
+    def from_settings(cls, settings: "Settings") -> "Catalogue":
+        from shared.profiles.sources import load_profile_source
+
+        return cls([load_profile_source(name, settings) for name in settings.profile_sources], settings.applications)
+
+    def profiles(self, variant: str) -> list[VariantProfile]:
+        return self._profiles.get(variant, [])
+
+    def profile(self, variant: str, device: str) -> VariantProfile | None:
+        return next((p for p in self._profiles.get(variant, []) if p.device == device), None)
+
+    def family_of(self, variant: str) -> str:
+        return self._profiles[variant][0].family
+
+    def variants_of(self, family: str) -> list[str]:
+        return list(self._families.get(family, []))
+
+    def accuracy(self, variant: str) -> float | None:
+        return self._profiles[variant][0].accuracy
+
+    def resolve(self, application: str, model: str, batch_size: int, slo_ms: float,
+                accuracy_floor: float | None) -> tuple[str, ...]:
+        """Candidate variants for a query, most accurate first; raises ``QueryRejected``."""
+        families = self.applications.get(application)
+        if families is None:
+            raise QueryRejected(f"unknown application {application!r}")
+        if model in self._families:
+            if model not in families:
+                raise QueryRejected(f"model family {model!r} is not registered for application {application!r}")
+            variants = self._families[model]
+        elif model in self._profiles:
+            if self.family_of(model) not in families:
+                raise QueryRejected(f"variant {model!r} is not registered for application {application!r}")
+            variants = [model]
+        else:
+            raise QueryRejected(f"unknown model {model!r}")
+        if accuracy_floor is not None:
+            variants = [v for v in variants if (self.accuracy(v) or 0.0) >= accuracy_floor]
+            if not variants:
+                raise QueryRejected(f"no variant of {model!r} reaches accuracy {accuracy_floor}")
+        fastest = self._fastest_ms(variants, batch_size)
+        if fastest is None:
+            raise QueryRejected(f"batch_size {batch_size} exceeds what any variant of {model!r} is profiled for")
+        if fastest > slo_ms:
+            raise QueryRejected(
+                f"SLO {slo_ms:g} ms is below the fastest possible latency {fastest:.3g} ms of {model!r} "
+                f"at batch {batch_size}"
+            )
+        return tuple(sorted(variants, key=lambda v: -(self.accuracy(v) or 0.0)))
+
+    def _fastest_ms(self, variants: list[str], batch_size: int) -> float | None:
+        latencies = [
+            p.latency_ms(batch_size)
+            for v in variants
+            for p in self._profiles[v]
+            if batch_size <= max(p.batch_latency_ms)
+        ]
+        return min(latencies, default=None)

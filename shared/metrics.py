@@ -1,0 +1,41 @@
+"""Every Prometheus metric Meridian exports, defined once (dashboards and tests import these names).
+
+Conventions: base units in names (``_seconds``), ``_total`` counters, histograms for every latency so
+quantiles aggregate across instances.
+"""
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
+                   0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+QUERY_LATENCY = Histogram(
+    "meridian_query_latency_seconds", "End-to-end latency, client send to result sent.",
+    ["application"], buckets=LATENCY_BUCKETS)
+HOP_LATENCY = Histogram(
+    "meridian_hop_latency_seconds", "Latency of one hop (queue_wait, dispatch, compute).",
+    ["application", "hop"], buckets=LATENCY_BUCKETS)
+RESULTS = Counter(
+    "meridian_results_total", "Final results by status and reason class.", ["application", "status", "reason"])
+GOODPUT = Counter(
+    "meridian_goodput_queries_total", "Queries answered ok within their SLO.", ["application"])
+QUEUE_DEPTH = Gauge("meridian_queue_depth", "Queries waiting in the scheduler.", ["application"])
+DISPATCHED_BATCH_ROWS = Histogram(
+    "meridian_batch_rows", "Rows per dispatched batch.", ["variant"], buckets=BATCH_BUCKETS)
+DEAD_LETTERS = Counter("meridian_dead_letters_total", "Messages copied to the dead-letter topic.", ["service"])
+
+WORKER_BUSY = Counter(
+    "meridian_worker_busy_seconds_total", "Time spent computing batches.", ["worker", "device", "emulated"])
+WORKER_INFO = Gauge(
+    "meridian_worker_info", "1 per live worker, labelled by device type and emulation.",
+    ["worker", "device", "emulated"])
+WORKER_LOADED_VARIANTS = Gauge(
+    "meridian_worker_loaded_variants", "Variants loaded on a worker.", ["worker"])
+WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
+
+
+def serve_metrics(port: int, host: str) -> None:
+    """Expose this process's metrics on ``host:port`` (127.0.0.1 by default)."""
+    start_http_server(port, addr=host)

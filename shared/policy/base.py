@@ -1,0 +1,169 @@
+"""The contracts every policy implements.
+
+Policies decide; services and the simulator act. A policy never reads a clock, the environment, Kafka
+or Redis: time comes in as ``now_s`` and state as plain frozen views, and the answer is a plain decision
+of ids. The same object runs inside the live scheduler/planner and inside ``shared.sim``.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class PendingQuery:
+    """A query waiting in a scheduler queue."""
+
+    query_id: str
+    application: str
+    #: rows in the query; Kairos calls this the query's batch size
+    batch_size: int
+    #: when the scheduler received it, on the caller's clock (seconds)
+    arrival_s: float
+    slo_ms: float
+    #: variants that may serve it, most preferred first (a named variant gives exactly one)
+    candidate_variants: tuple[str, ...]
+
+    def deadline_s(self) -> float:
+        return self.arrival_s + self.slo_ms / 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    """What a policy may know about one worker."""
+
+    worker_id: str
+    #: device type name, the key into profiles (``g4dn.xlarge``, ``cpu-1t`` ...)
+    device: str
+    variants: tuple[str, ...]
+    #: batches dispatched to it and not finished yet
+    inflight: int
+    #: predicted time until its current work finishes (0 when idle)
+    busy_remaining_ms: float
+    #: when it last became (or is predicted to become) free, on the caller's clock
+    available_at_s: float
+    #: most rows one batch may hold
+    max_batch: int
+
+    @property
+    def idle(self) -> bool:
+        return self.inflight == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Send these queries, as one batch, to this worker to run on this variant."""
+
+    worker_id: str
+    variant: str
+    query_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchDecision:
+    assignments: tuple[Assignment, ...] = ()
+    #: (query id, reason) of queries the policy gives up on; they get an explicit ``dropped`` result
+    dropped: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def make_empty(cls) -> "DispatchDecision":
+        return _EMPTY_DECISION
+
+    def __bool__(self) -> bool:
+        return bool(self.assignments or self.dropped)
+
+
+_EMPTY_DECISION = DispatchDecision()
+
+
+class DispatchPolicy(ABC):
+    """Per-event dispatch: which queued queries go to which worker now."""
+
+    #: the registry name (``fcfs``, ``kairos`` ...)
+    name: ClassVar[str]
+
+    @abstractmethod
+    def decide(
+        self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]
+    ) -> DispatchDecision:
+        """Called on every arrival and every completion while the queue is not empty.
+
+        ``queue`` is in arrival order. Queries not named in the decision stay queued.
+        """
+
+    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+        """Called when a batch finishes, with its measured service time; for policies that learn."""
+
+
+class BatchingPolicy(ABC):
+    """How many rows to put in the next batch for one worker (0 means wait: non-work-conserving)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def batch_rows(
+        self, now_s: float, queue: Sequence[PendingQuery], worker: WorkerView, variant: str
+    ) -> int:
+        """``queue`` holds only queries that ``variant`` may serve, in arrival order."""
+
+    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+        """Completion feedback, as for dispatch policies."""
+
+
+class PlanStatus(str, Enum):
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    DEGRADED = "degraded"  # demand lowered until the problem became feasible
+    INFEASIBLE = "infeasible"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSnapshot:
+    """What planners see of the load: recent rates and query sizes per application."""
+
+    at_s: float
+    arrival_rate_qps: Mapping[str, float]
+    batch_sizes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One worker slot of a plan: a device of this type hosting these variants."""
+
+    device: str
+    variants: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPlan:
+    """A planner's answer: which devices, what runs on each, and how to split each application."""
+
+    status: PlanStatus
+    message: str
+    placements: tuple[Placement, ...] = ()
+    #: application -> variant -> share of its queries
+    routing: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    objective: float | None = None
+    cost_per_hour: float | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.status is not PlanStatus.INFEASIBLE
+
+    def device_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for placement in self.placements:
+            counts[placement.device] = counts.get(placement.device, 0) + 1
+        return counts
+
+
+class Planner(ABC):
+    """Which fleet, and which variants where, for the load seen."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def plan(self, load: LoadSnapshot) -> FleetPlan: ...

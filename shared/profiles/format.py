@@ -1,0 +1,120 @@
+"""The one profile format every policy, the simulator and the workers read.
+
+A profile set is a JSON document (``profiles/*.json``, or built in memory by a loader such as
+``shared.profiles.kairos``) that says, for each (variant, device type), how long a batch takes.
+
+Format (``schema_version`` 1)::
+
+    {
+      "schema_version": 1,
+      "source": "where the numbers come from (measured here, authors' data, ...)",
+      "devices": [{"name": "g4dn.xlarge", "kind": "gpu", "price_per_hour": 0.526}, ...],
+      "slo_ms": {"rm2": 350.0, ...},                  # default latency SLO per family
+      "variants": [
+        {"variant": "rm2", "family": "rm2", "device": "g4dn.xlarge",
+         "accuracy": 0.78 | null,                       # top-1 on held-out data, 0..1
+         "batch_latency_ms": {"10": 5.4, "20": 6.1},     # mean latency per profiled batch size
+         "latency_samples_ms": {"10": [5.3, 5.5]} | null,
+         "load_latency_ms": 120.0 | null, "peak_memory_mb": 80.0 | null,
+         "max_batch": 1000, "measured": true}
+      ]
+    }
+
+Lookup rule: a batch ``b`` uses the smallest profiled batch size ``>= b`` (the Kairos authors round up to
+the next multiple of 10; the registry profiles powers of two). A batch above the largest profiled size is
+out of profile and raises.
+"""
+from __future__ import annotations
+
+import bisect
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class DeviceType(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: Literal["gpu", "cpu"]
+    price_per_hour: float = Field(ge=0.0)
+
+
+class VariantProfile(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    variant: str
+    family: str
+    device: str
+    accuracy: float | None = Field(default=None, ge=0.0, le=1.0)
+    batch_latency_ms: dict[int, float]
+    latency_samples_ms: dict[int, list[float]] | None = None
+    load_latency_ms: float | None = None
+    peak_memory_mb: float | None = None
+    max_batch: int = Field(ge=1)
+    measured: bool = True
+
+    @field_validator("batch_latency_ms")
+    @classmethod
+    def _positive_latencies(cls, value: dict[int, float]) -> dict[int, float]:
+        if not value:
+            raise ValueError("`batch_latency_ms` must profile at least one batch size")
+        if any(b < 1 or lat <= 0 for b, lat in value.items()):
+            raise ValueError("`batch_latency_ms` needs batch sizes >= 1 and latencies > 0")
+        return dict(sorted(value.items()))
+
+    @cached_property
+    def _batches(self) -> list[int]:
+        return list(self.batch_latency_ms)
+
+    def profiled_batch(self, batch_size: int) -> int:
+        """The profiled batch size that stands for ``batch_size`` (the smallest one >= it)."""
+        index = bisect.bisect_left(self._batches, batch_size)
+        if batch_size < 1 or index == len(self._batches):
+            raise ValueError(
+                f"batch size {batch_size} is outside the profile of {self.variant!r} on "
+                f"{self.device!r} (1..{self._batches[-1]})"
+            )
+        return self._batches[index]
+
+    def latency_ms(self, batch_size: int) -> float:
+        return self.batch_latency_ms[self.profiled_batch(batch_size)]
+
+
+class ProfileSet(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = 1
+    source: str
+    devices: list[DeviceType]
+    slo_ms: dict[str, float] = Field(default_factory=dict)
+    variants: list[VariantProfile]
+
+    @cached_property
+    def _by_key(self) -> dict[tuple[str, str], VariantProfile]:
+        return {(p.variant, p.device): p for p in self.variants}
+
+    @cached_property
+    def device_by_name(self) -> dict[str, DeviceType]:
+        return {d.name: d for d in self.devices}
+
+    def get(self, variant: str, device: str) -> VariantProfile:
+        try:
+            return self._by_key[(variant, device)]
+        except KeyError:
+            raise KeyError(f"no profile for variant {variant!r} on device {device!r}") from None
+
+    def latency_ms(self, variant: str, device: str, batch_size: int) -> float:
+        return self.get(variant, device).latency_ms(batch_size)
+
+    def variants_of(self, family: str) -> list[VariantProfile]:
+        return [p for p in self.variants if p.family == family]
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ProfileSet":
+        return cls.model_validate_json(Path(path).read_text())
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.model_dump_json(indent=1, exclude_none=False) + "\n")

@@ -1,0 +1,56 @@
+"""One settings object per process, read once from ``MERIDIAN_*`` environment variables.
+
+The same names are used by the local stack (``make``), ``docker-compose.yml`` and the tests.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class KafkaSecurity(BaseSettings):
+    """Client-side Kafka security; PLAINTEXT on the loopback stack, SASL/TLS where configured."""
+
+    model_config = SettingsConfigDict(env_prefix="MERIDIAN_KAFKA_", extra="ignore")
+
+    security_protocol: str = Field(default="PLAINTEXT", pattern="^(PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL)$")
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_cafile: str | None = None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MERIDIAN_", extra="ignore")
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    #: partitions of the queries topic: the unit by which scheduler processes split applications
+    query_partitions: int = Field(default=4, ge=1)
+    #: partitions of the results topic (keyed by query id)
+    result_partitions: int = Field(default=4, ge=1)
+    #: the dispatch policy the scheduler runs (see ``shared.policy.registry``)
+    scheduler_policy: str = "fcfs"
+    #: application -> the model families it may query
+    applications: dict[str, list[str]] = Field(default_factory=lambda: {"digits": ["digits"]})
+    profiles_dir: Path = REPO_ROOT / "profiles"
+    #: where the scheduler's catalogue comes from: ``dir`` (profiles/*.json) and/or ``kairos``
+    profile_sources: list[str] = Field(default_factory=lambda: ["dir"])
+    #: runtime state (broker data, logs, built models); never committed
+    var_dir: Path = REPO_ROOT / "var"
+    models_dir: Path = REPO_ROOT / "var" / "models"
+    #: queries still queued this many SLOs after arrival are dropped explicitly
+    drop_after_slo_multiple: float = Field(default=5.0, gt=0.0)
+    #: seconds between worker heartbeats; a worker silent for 3 of them is considered gone
+    heartbeat_interval_s: float = Field(default=1.0, gt=0.0)
+    load_stats_interval_s: float = Field(default=2.0, gt=0.0)
+    scheduler_metrics_port: int = 9101
+    worker_metrics_port: int = 9102
+    loadgen_metrics_port: int = 9109
+    planner_metrics_port: int = 9110
+    bind_host: str = "127.0.0.1"
+    kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
