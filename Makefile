@@ -22,13 +22,15 @@ models: $(VAR)/models/.built
 stack-up: install
 	bash infra/kafka/kafka.sh start
 	bash infra/redis/redis.sh start
+	bash infra/prometheus/prometheus.sh start
 
 stack-down:
 	-bash infra/kafka/kafka.sh stop
 	-bash infra/redis/redis.sh stop
+	-bash infra/prometheus/prometheus.sh stop
 
 demo: models
-	bash infra/demo.sh
+	$(PYTHON) -m services.demo
 
 test: models
 	$(PYTHON) -m pytest -q tests

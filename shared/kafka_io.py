@@ -33,7 +33,7 @@ def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         linger_ms=0,
         retries=2**31 - 1,
         max_in_flight_requests_per_connection=5,
-        max_request_size=8 * 1024 * 1024,
+        max_request_size=16 * 1024 * 1024,
         **security_options(settings),
     )
     options.update(overrides)

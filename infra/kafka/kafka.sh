@@ -2,13 +2,13 @@
 # Fetch, format, start, stop and health-check a real single-node Apache Kafka (KRaft) on 127.0.0.1.
 #   kafka.sh install|start|stop|health|status
 # Settings (env): MERIDIAN_KAFKA_PORT (9092), MERIDIAN_KAFKA_CONTROLLER_PORT (9093),
-#                 MERIDIAN_VAR (var/ under the repo) for data, logs and the pid file.
+#                 MERIDIAN_VAR_DIR (var/ under the repo) for data, logs and the pid file.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 port="${MERIDIAN_KAFKA_PORT:-9092}"
 controller_port="${MERIDIAN_KAFKA_CONTROLLER_PORT:-9093}"
-var="${MERIDIAN_VAR:-$root/var}"
+var="${MERIDIAN_VAR_DIR:-$root/var}"
 state="$var/kafka-$port"
 jars="$here/target/dependency"
 pidfile="$state/kafka.pid"

@@ -2,12 +2,12 @@
 # Install (Debian's redis-server), start, stop and health-check Redis on 127.0.0.1.
 #   redis.sh install|start|stop|health|status
 # Settings (env): MERIDIAN_REDIS_PORT (6379), MERIDIAN_REDIS_PASSWORD (optional, enables AUTH),
-#                 MERIDIAN_VAR (var/ under the repo) for data, log and pid file.
+#                 MERIDIAN_VAR_DIR (var/ under the repo) for data, log and pid file.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 port="${MERIDIAN_REDIS_PORT:-6379}"
-var="${MERIDIAN_VAR:-$root/var}"
+var="${MERIDIAN_VAR_DIR:-$root/var}"
 state="$var/redis-$port"
 pidfile="$state/redis.pid"
 

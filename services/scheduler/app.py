@@ -43,6 +43,8 @@ app = faust.App(
     broker_commit_interval=0.5,
     producer_linger_ms=0,
     producer_acks=-1,
+    producer_max_request_size=16 * 1024 * 1024,
+    consumer_max_fetch_size=16 * 1024 * 1024,
     consumer_auto_offset_reset="earliest",
     datadir=str(settings.var_dir / "scheduler"),
 )

@@ -1,0 +1,137 @@
+"""Start, watch and stop Meridian's services as local processes.
+
+A "machine" here is a process: the launcher is what an autoscaler or a plan applier calls to add or
+remove a worker; a cloud or Kubernetes launcher would implement the same methods.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.settings import REPO_ROOT
+
+
+@dataclass
+class ManagedProcess:
+    name: str
+    popen: subprocess.Popen
+    log_path: Path
+    metrics_port: int
+    #: the Prometheus file_sd entry that makes this process a scrape target
+    target_file: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self.target_file.unlink(missing_ok=True)
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=5)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; Prometheus keeps the target so it sees it down."""
+        if self.alive():
+            self.popen.kill()
+            self.popen.wait(timeout=5)
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def read_metric(port: int, name: str) -> float | None:
+    """Sum of every sample of ``name`` on a local metrics endpoint (None if unreachable or absent)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name) and (line[len(name)] in " {")]
+    return sum(values) if values else None
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str,
+               watched: list[ManagedProcess] = ()) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        for process in watched:
+            if not process.alive():
+                raise RuntimeError(f"{process.name} exited while waiting for {what}:\n{process.log_tail()}")
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+class LocalLauncher:
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.processes: dict[str, ManagedProcess] = {}
+
+    def start_scheduler(self, *, metrics_port: int = 9101, policy: str | None = None,
+                        extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        env = {**self.env, "MERIDIAN_SCHEDULER_METRICS_PORT": str(metrics_port), **(extra_env or {})}
+        if policy:
+            env["MERIDIAN_SCHEDULER_POLICY"] = policy
+        return self._start("scheduler", [sys.executable, "-m", "services.scheduler"], env, metrics_port)
+
+    def start_worker(self, worker_id: str, *, variants: list[str], metrics_port: int,
+                     emulate: str | None = None, profile_source: str = "dir",
+                     max_batch: int | None = None) -> ManagedProcess:
+        command = [sys.executable, "-m", "services.worker", "--worker-id", worker_id,
+                   "--variants", ",".join(variants), "--metrics-port", str(metrics_port),
+                   "--profile-source", profile_source]
+        if emulate:
+            command += ["--emulate", emulate]
+        if max_batch:
+            command += ["--max-batch", str(max_batch)]
+        return self._start(f"worker-{worker_id}", command, self.env, metrics_port)
+
+    def stop(self, name: str) -> None:
+        process = self.processes.pop(name, None)
+        if process is not None:
+            process.stop()
+
+    def stop_all(self) -> None:
+        for name in list(self.processes):
+            self.stop(name)
+
+    def wait_for_workers(self, scheduler: ManagedProcess, count: int, timeout_s: float = 60.0) -> None:
+        """Healthy = the scheduler is up and sees ``count`` live workers."""
+        wait_until(lambda: (read_metric(scheduler.metrics_port, "meridian_scheduler_workers") or 0) >= count,
+                   timeout_s, f"the scheduler to see {count} workers", list(self.processes.values()))
+
+    def _start(self, name: str, command: list[str], env: dict[str, str], metrics_port: int) -> ManagedProcess:
+        if name in self.processes and self.processes[name].alive():
+            raise RuntimeError(f"{name} is already running")
+        log_path = self.log_dir / f"{name}.log"
+        log = log_path.open("ab")
+        popen = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL)
+        target_file = Path(env.get("MERIDIAN_VAR_DIR", REPO_ROOT / "var")) / "prometheus" / "targets" / f"{name}.json"
+        target_file.parent.mkdir(parents=True, exist_ok=True)
+        target_file.write_text(json.dumps([{"targets": [f"127.0.0.1:{metrics_port}"],
+                                            "labels": {"service": name.split("-")[0], "process": name}}]))
+        process = ManagedProcess(name, popen, log_path, metrics_port, target_file)
+        self.processes[name] = process
+        return process
+
+    def __enter__(self) -> "LocalLauncher":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()

@@ -1,0 +1,75 @@
+"""Start and stop the local stack (Kafka, Redis, Prometheus) through the same scripts ``make`` uses.
+
+Used by ``make demo``, the integration-test fixtures and the benchmarks, each with its own ports and
+state directory so they never touch each other's broker.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.settings import REPO_ROOT, Settings
+
+SCRIPTS = {
+    "kafka": REPO_ROOT / "infra/kafka/kafka.sh",
+    "redis": REPO_ROOT / "infra/redis/redis.sh",
+    "prometheus": REPO_ROOT / "infra/prometheus/prometheus.sh",
+}
+
+
+@dataclass
+class LocalStack:
+    var_dir: Path
+    kafka_port: int = 9092
+    redis_port: int = 6379
+    prometheus_port: int = 9090
+    components: tuple[str, ...] = ("kafka", "redis", "prometheus")
+    started: list[str] = field(default_factory=list)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment every process of this stack runs with."""
+        return {
+            **os.environ,
+            "MERIDIAN_VAR_DIR": str(self.var_dir),
+            "MERIDIAN_KAFKA_PORT": str(self.kafka_port),
+            "MERIDIAN_KAFKA_CONTROLLER_PORT": str(self.kafka_port + 1),
+            "MERIDIAN_KAFKA_BOOTSTRAP": f"127.0.0.1:{self.kafka_port}",
+            "MERIDIAN_REDIS_PORT": str(self.redis_port),
+            "MERIDIAN_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "MERIDIAN_PROMETHEUS_PORT": str(self.prometheus_port),
+        }
+
+    def settings(self) -> Settings:
+        return Settings(kafka_bootstrap=f"127.0.0.1:{self.kafka_port}",
+                        redis_url=f"redis://127.0.0.1:{self.redis_port}/0", var_dir=self.var_dir)
+
+    def start(self) -> None:
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        for name in self.components:
+            if self._script(name, "status", check=False).returncode == 0:
+                continue  # someone else's running instance: use it, never stop it
+            self._script(name, "start")
+            self.started.append(name)
+
+    def stop(self) -> None:
+        """Stop only what this object started."""
+        for name in reversed(self.started):
+            self._script(name, "stop", check=False)
+        self.started.clear()
+
+    def _script(self, name: str, action: str, *, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(["bash", str(SCRIPTS[name]), action], env=self.env, capture_output=True,
+                                text=True, timeout=180)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{name} {action} failed:\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def __enter__(self) -> "LocalStack":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

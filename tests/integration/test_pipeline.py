@@ -1,0 +1,56 @@
+"""500 real queries through Kafka, a faust scheduler and two onnxruntime workers: one result each."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schemas import ResultStatus
+from shared.client import MeridianClient
+from tests.integration.helpers import digits_rows, make_query
+
+pytestmark = pytest.mark.integration
+
+HOPS = ["client_sent", "scheduler_received", "dispatched", "worker_received", "compute_started",
+        "compute_finished", "result_sent"]
+
+
+def test_every_query_gets_exactly_one_correct_result(pipeline, settings) -> None:
+    x, y = digits_rows()
+    rng = np.random.default_rng(7)
+    sent: dict[str, np.ndarray] = {}
+    with MeridianClient(settings) as client:
+        for _ in range(500):
+            picks = rng.integers(0, len(x), size=int(rng.integers(1, 5)))
+            query = make_query(x[picks])
+            sent[query.query_id] = y[picks]
+            client.send(query)
+        client.flush()
+        assert client.wait_for(sent, timeout_s=90), f"{len(set(sent) - set(client.results))} queries unanswered"
+        results = {qid: client.results[qid][0] for qid in sent}
+        assert client.duplicates == 0
+
+    assert {r.status for r in results.values()} == {ResultStatus.OK}
+    assert {r.worker_id for r in results.values()} == {"it-w1", "it-w2"}
+    correct = total = 0
+    for query_id, result in results.items():
+        stamps = [getattr(result.timestamps, hop) for hop in HOPS]
+        assert None not in stamps, f"{query_id} misses a hop: {result.timestamps}"
+        assert stamps == sorted(stamps), f"{query_id} hops out of order: {result.timestamps}"
+        assert result.emulated is False and result.device == "cpu-1t"
+        assert len(result.predictions) == len(sent[query_id])
+        correct += int(np.sum(np.array(result.predictions) == sent[query_id]))
+        total += len(sent[query_id])
+    assert correct / total > 0.85, f"real inference should classify digits well, got {correct / total:.3f}"
+
+
+def test_named_variant_is_served_by_that_variant(pipeline, settings, digits_variants) -> None:
+    x, _ = digits_rows()
+    variant = digits_variants[1]
+    query = make_query(x[:3], model=variant)
+    with MeridianClient(settings) as client:
+        client.send(query)
+        client.flush()
+        assert client.wait_for([query.query_id], timeout_s=30)
+        result = client.results[query.query_id][0]
+    assert result.status is ResultStatus.OK
+    assert result.variant == variant

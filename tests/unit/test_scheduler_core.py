@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schemas import BatchFinished, Query, ResultStatus, WorkerHeartbeat, WorkerStopped
+from services.scheduler.core import SchedulerCore
+from shared.catalogue import Catalogue
+from shared.policy.fcfs import FcfsDispatch
+from shared.profiles import DeviceType, ProfileSet, VariantProfile
+from shared.tensors import encode
+
+PROFILES = ProfileSet(
+    source="test", devices=[DeviceType(name="cpu", kind="cpu", price_per_hour=0.1)], slo_ms={"fam": 50.0},
+    variants=[
+        VariantProfile(variant="small", family="fam", device="cpu", accuracy=0.9,
+                       batch_latency_ms={1: 1.0, 8: 4.0}, max_batch=8),
+        VariantProfile(variant="large", family="fam", device="cpu", accuracy=0.97,
+                       batch_latency_ms={1: 5.0, 8: 20.0}, max_batch=8),
+    ])
+
+
+def make_core(**options: float) -> SchedulerCore:
+    return SchedulerCore(FcfsDispatch(), Catalogue([PROFILES], {"app": ["fam"]}),
+                         drop_after_slo_multiple=options.get("drop", 5.0), worker_timeout_s=options.get("timeout", 3.0))
+
+
+def make_query(qid: str, **fields: object) -> Query:
+    base = dict(query_id=qid, application="app", model="fam", slo_ms=50.0, batch_size=1,
+                inputs=encode(np.zeros((1, 4), np.float32)), sent_at=0.0)
+    base.update(fields)
+    return Query(**base)
+
+
+def heartbeat(wid: str, variants=("small",), emulated: bool = False) -> WorkerHeartbeat:
+    return WorkerHeartbeat(worker_id=wid, device="cpu", emulated=emulated, variants=list(variants), max_batch=8,
+                           inflight=0, busy_fraction=0.0, price_per_hour=0.1, at=0.0)
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"application": "other"}, "unknown application"),
+    ({"model": "nope"}, "unknown model"),
+    ({"slo_ms": 0.5}, "below the fastest"),
+    ({"accuracy_floor": 0.99}, "reaches accuracy"),
+    ({"batch_size": 9, "inputs": encode(np.zeros((9, 4), np.float32))}, "exceeds what any variant"),
+])
+def test_unservable_queries_are_rejected_with_a_reason(fields, reason) -> None:
+    result = make_core().admit(make_query("q", **fields), 1.0, ack_token=None)
+    assert result.status is ResultStatus.REJECTED and reason in result.reason
+
+
+def test_queries_wait_until_a_worker_appears_then_dispatch_with_stamps() -> None:
+    core = make_core()
+    assert core.admit(make_query("q1"), 1.0, ack_token="t1") is None
+    assert not core.step(1.0).dispatches
+    core.on_worker_event(heartbeat("w1"), 1.1)
+    step = core.step(1.1)
+    [(batch, tokens)] = step.dispatches
+    assert batch.worker_id == "w1" and batch.variant == "small" and tokens == ["t1"]
+    assert batch.queries[0].timestamps.dispatched == 1.1
+    assert batch.queries[0].timestamps.scheduler_received == 1.0
+
+
+def test_accuracy_floor_narrows_the_candidates() -> None:
+    core = make_core()
+    core.on_worker_event(heartbeat("w1", variants=("small", "large")), 0.0)
+    core.admit(make_query("q1", accuracy_floor=0.95), 1.0, ack_token=None)
+    [(batch, _)] = core.step(1.0).dispatches
+    assert batch.variant == "large"
+
+
+def test_worker_is_busy_until_its_batch_finishes() -> None:
+    core = make_core()
+    core.on_worker_event(heartbeat("w1"), 0.0)
+    core.admit(make_query("q1"), 1.0, ack_token=None)
+    [(batch, _)] = core.step(1.0).dispatches
+    core.admit(make_query("q2"), 1.001, ack_token=None)
+    assert not core.step(1.001).dispatches
+    core.on_worker_event(BatchFinished(worker_id="w1", batch_id=batch.batch_id, variant="small", device="cpu",
+                                       rows=1, compute_ms=1.0, ok=True, at=1.002), 1.002)
+    assert [b.queries[0].query_id for b, _ in core.step(1.002).dispatches] == ["q2"]
+
+
+def test_stale_queries_are_dropped_explicitly() -> None:
+    core = make_core(drop=2.0)
+    core.admit(make_query("q1"), 1.0, ack_token="t")
+    [(result, token)] = core.step(1.0 + 0.101).finals
+    assert result.status is ResultStatus.DROPPED and token == "t" and "2x its SLO" in result.reason
+    assert not core.queue
+
+
+def test_a_lost_workers_batches_are_requeued_first() -> None:
+    core = make_core(timeout=3.0)
+    core.on_worker_event(heartbeat("w1"), 0.0)
+    core.admit(make_query("q1", slo_ms=2000.0), 0.5, ack_token="t1")
+    core.step(0.5)
+    core.admit(make_query("q2", slo_ms=2000.0), 0.6, ack_token="t2")
+    core.on_worker_event(heartbeat("w2"), 3.4)
+    core.on_worker_event(WorkerStopped(worker_id="w1", at=3.5), 3.5)
+    assert list(core.queue) == ["q1", "q2"]
+    step = core.step(3.5)
+    assert [q.query_id for b, _ in step.dispatches for q in b.queries] == ["q1", "q2"]
+    assert step.dispatches[0][1] == [None, "t2"], "q1 was acknowledged at its first dispatch"
+
+
+def test_silent_workers_expire() -> None:
+    core = make_core(timeout=3.0)
+    core.on_worker_event(heartbeat("w1"), 0.0)
+    core.step(3.01)
+    assert "w1" not in core.workers
+
+
+def test_queries_without_inputs_need_emulated_workers() -> None:
+    core = make_core()
+    core.on_worker_event(heartbeat("w1"), 0.0)
+    result = core.admit(make_query("q1", inputs=None), 1.0, ack_token=None)
+    assert result.status is ResultStatus.REJECTED and "inputs" in result.reason
+    emulated = make_core()
+    emulated.on_worker_event(heartbeat("e1", emulated=True), 0.0)
+    assert emulated.admit(make_query("q1", inputs=None), 1.0, ack_token=None) is None
+
+
+def test_a_redelivered_query_is_queued_once() -> None:
+    core = make_core()
+    core.admit(make_query("q1"), 1.0, ack_token="a")
+    core.admit(make_query("q1"), 1.1, ack_token="b")
+    assert len(core.queue) == 1

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from schemas import MAX_PAYLOAD_BYTES, AllocationPlan, Query, TensorPayload, worker_command_adapter, worker_event_adapter
+from schemas.export import JSON_DIR, render_schemas
+from shared.tensors import decode, encode
+
+
+def test_exported_json_schemas_match_the_models() -> None:
+    rendered = render_schemas()
+    on_disk = {p.name: p.read_text() for p in JSON_DIR.glob("*.schema.json")}
+    assert set(on_disk) == set(rendered), "run `make schemas` to re-export"
+    drifted = [name for name, text in rendered.items() if on_disk[name] != text]
+    assert not drifted, f"schemas drifted from the models: {drifted}; run `make schemas`"
+
+
+def test_tensor_round_trip() -> None:
+    array = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert np.array_equal(decode(encode(array)), array)
+
+
+def test_payload_must_match_its_shape() -> None:
+    with pytest.raises(ValidationError, match="needs 16"):
+        TensorPayload(dtype="float32", shape=[2, 2], data_b64=base64.b64encode(b"\0" * 8).decode())
+
+
+def test_payload_over_the_limit_is_refused() -> None:
+    rows = MAX_PAYLOAD_BYTES // 4 + 1
+    with pytest.raises(ValidationError, match="exceeds"):
+        TensorPayload(dtype="float32", shape=[rows], data_b64="")
+
+
+def test_query_rows_must_match_inputs() -> None:
+    with pytest.raises(ValidationError, match="batch_size"):
+        Query(query_id="q1", application="a", model="m", slo_ms=10, batch_size=3,
+              inputs=encode(np.zeros((2, 4), np.float32)), sent_at=1.0)
+
+
+def test_unknown_schema_version_is_refused() -> None:
+    query = Query(query_id="q1", application="a", model="m", slo_ms=10, batch_size=1, sent_at=1.0)
+    data = json.loads(query.model_dump_json())
+    data["schema_version"] = 2
+    with pytest.raises(ValidationError):
+        Query.model_validate(data)
+
+
+def test_unions_dispatch_on_their_tag() -> None:
+    event = worker_event_adapter.validate_json(
+        '{"event": "variant_loaded", "worker_id": "w", "variant": "v", "load_ms": 1.0, "at": 1.0}')
+    assert type(event).__name__ == "VariantLoaded"
+    command = worker_command_adapter.validate_json('{"command": "unload_variant", "worker_id": "w", "variant": "v"}')
+    assert type(command).__name__ == "UnloadVariant"
+
+
+def test_plan_routing_shares_must_sum_to_one() -> None:
+    with pytest.raises(ValidationError, match="sum to 1"):
+        AllocationPlan(plan_id="p", planner="x", status="optimal", message="", placements=[],
+                       routing={"app": {"a": 0.5, "b": 0.2}}, at=1.0)
