@@ -13,7 +13,7 @@ Format (``schema_version`` 1)::
       "variants": [
         {"variant": "rm2", "family": "rm2", "device": "g4dn.xlarge",
          "accuracy": 0.78 | null,                       # top-1 on held-out data, 0..1
-         "batch_latency_ms": {"10": 5.4, "20": 6.1},     # mean latency per profiled batch size
+         "batch_latency_ms": {"10": 5.4, "20": 6.1},     # typical (mean or median, see source) latency
          "latency_samples_ms": {"10": [5.3, 5.5]} | null,
          "load_latency_ms": 120.0 | null, "peak_memory_mb": 80.0 | null,
          "max_batch": 1000, "measured": true}
