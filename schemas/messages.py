@@ -16,6 +16,8 @@ meridian.worker-events     WorkerEvent (Heartbeat, Batch..., ...) worker id
 meridian.load-stats        LoadStatistics                         application
 meridian.plans             AllocationPlan                         planner name
 meridian.dead-letter       DeadLetter                             source topic
+meridian.registrations     RegisterModel                          model name
+meridian.registry-replies  RegistrationReply                      request id
 =========================  =====================================  ===========================
 """
 from __future__ import annotations
@@ -128,6 +130,8 @@ class Result(_Message):
     batch_id: str | None = None
     timestamps: HopTimestamps = HopTimestamps()
     reason: str | None = Field(default=None, max_length=2000)
+    #: what the system changed about the request, e.g. the closest variant served when none met the goals
+    note: str | None = Field(default=None, max_length=2000)
     #: top-1 class per row, for classifiers
     predictions: list[int] | None = None
     outputs: TensorPayload | None = None
@@ -144,6 +148,8 @@ class QueryWork(BaseModel):
     slo_ms: float = Field(gt=0.0)
     inputs: TensorPayload | None = None
     timestamps: HopTimestamps
+    #: copied into the query's result (see ``Result.note``)
+    note: str | None = None
 
 
 class DispatchBatch(_Message):
@@ -300,6 +306,54 @@ class DeadLetter(_Message):
 
 
 MAX_DEAD_LETTER_BYTES = 64 * 1024
+#: the largest ONNX model a registration may carry inline, decoded (bytes)
+MAX_MODEL_BYTES = 10 * 1024 * 1024
+#: the largest validation set a registration may carry, decoded (bytes)
+MAX_VALIDATION_BYTES = 2 * 1024 * 1024
+
+
+class RegisterModel(_Message):
+    """Request: register a trained model under an application; the registry generates and profiles variants.
+
+    ``model_onnx_b64`` is an ONNX file (torch modules are exported to ONNX first, never unpickled);
+    ``validation_npz_b64`` is an ``.npz`` with arrays ``x`` (inputs) and ``y`` (labels), read without pickle.
+    """
+
+    request_id: Identifier
+    model_name: Identifier
+    app_id: Identifier
+    #: the declared input: shape of one row (no batch axis) and dtype
+    input_shape: list[Annotated[int, Field(ge=1, le=1 << 16)]] = Field(min_length=1, max_length=6)
+    input_dtype: Literal["float32"] = "float32"
+    model_onnx_b64: str = Field(max_length=(MAX_MODEL_BYTES * 4) // 3 + 4)
+    validation_npz_b64: str = Field(max_length=(MAX_VALIDATION_BYTES * 4) // 3 + 4)
+    #: the default latency SLO of queries to this model's family, if the client gives none
+    slo_ms: float = Field(default=100.0, gt=0.0)
+    sent_at: Seconds
+
+
+class RegisteredVariant(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    variant: Identifier
+    device: Identifier
+    accuracy: float = Field(ge=0.0, le=1.0)
+    precision: Literal["fp32", "fp16", "int8"]
+    optimization_level: Literal["disabled", "basic", "extended", "all"]
+    max_batch: int = Field(ge=1)
+    batch_latency_ms: dict[int, float]
+    load_latency_ms: float | None = None
+    peak_memory_mb: float | None = None
+
+
+class RegistrationReply(_Message):
+    request_id: str = Field(max_length=256)
+    model_name: str = Field(max_length=256)
+    app_id: str = Field(max_length=256)
+    status: Literal["registered", "rejected"]
+    reason: str | None = Field(default=None, max_length=2000)
+    variants: list[RegisteredVariant] = Field(default_factory=list)
+    at: Seconds
 
 #: every topic model, by the name its JSON Schema file is exported under
 EXPORTED_MODELS: dict[str, type[BaseModel] | TypeAdapter] = {
@@ -310,10 +364,14 @@ EXPORTED_MODELS: dict[str, type[BaseModel] | TypeAdapter] = {
     "load_statistics": LoadStatistics,
     "allocation_plan": AllocationPlan,
     "dead_letter": DeadLetter,
+    "register_model": RegisterModel,
+    "registration_reply": RegistrationReply,
 }
 
 __all__ = [
     "MAX_DEAD_LETTER_BYTES",
+    "MAX_MODEL_BYTES",
+    "MAX_VALIDATION_BYTES",
     "MAX_PAYLOAD_BYTES",
     "MAX_QUERY_ROWS",
     "SCHEMA_VERSION",
@@ -329,6 +387,9 @@ __all__ = [
     "PlanPlacement",
     "Query",
     "QueryWork",
+    "RegisterModel",
+    "RegisteredVariant",
+    "RegistrationReply",
     "Result",
     "ResultStatus",
     "TensorPayload",

@@ -24,6 +24,8 @@ WORKER_EVENTS = "meridian.worker-events"
 LOAD_STATS = "meridian.load-stats"
 PLANS = "meridian.plans"
 DEAD_LETTER = "meridian.dead-letter"
+REGISTRATIONS = "meridian.registrations"
+REGISTRY_REPLIES = "meridian.registry-replies"
 DISPATCH_PREFIX = "meridian.dispatch."
 
 
@@ -49,6 +51,8 @@ def core_topics(settings: Settings) -> list[TopicSpec]:
         TopicSpec(LOAD_STATS, 1),
         TopicSpec(PLANS, 1),
         TopicSpec(DEAD_LETTER, 1),
+        TopicSpec(REGISTRATIONS, 1),
+        TopicSpec(REGISTRY_REPLIES, 1),
     ]
 
 

@@ -84,7 +84,7 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
         sent = time.time()
         result = Result(
             query_id=query.query_id, application=query.application,
-            status=ResultStatus.ERROR if error else ResultStatus.OK, reason=error,
+            status=ResultStatus.ERROR if error else ResultStatus.OK, reason=error, note=query.note,
             variant=batch.variant, worker_id=ctx.worker_id, device=ctx.executor.device,
             emulated=ctx.executor.emulated, batch_id=batch.batch_id, predictions=predictions,
             timestamps=query.timestamps.model_copy(update=dict(
