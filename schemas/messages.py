@@ -74,11 +74,15 @@ class TensorPayload(BaseModel):
 
 
 class Query(_Message):
-    """A client's inference request. ``model`` names a model family or one exact variant."""
+    """A client's inference request.
+
+    ``model`` names a model family or one exact variant; left out, any model registered under the
+    application may serve it (INFaaS's model-less query: only latency and accuracy goals).
+    """
 
     query_id: Identifier
     application: Identifier
-    model: Identifier
+    model: Identifier | None = None
     slo_ms: float = Field(gt=0.0, le=3_600_000.0, allow_inf_nan=False)
     accuracy_floor: float | None = Field(default=None, ge=0.0, le=1.0)
     #: rows in the query (its own batch size)
@@ -253,7 +257,7 @@ class LoadStatistics(_Message):
     window_s: float = Field(gt=0.0)
     arrival_rate_qps: float = Field(ge=0.0)
     queue_depth: int = Field(ge=0)
-    #: a recent sample of query sizes (rows), oldest first
+    #: sizes (rows) of the queries that arrived in this window, oldest first (the latest 20,000 at most)
     batch_sizes: list[int] = Field(default_factory=list, max_length=20_000)
     slo_attainment: float | None = Field(default=None, ge=0.0, le=1.0)
     at: Seconds

@@ -50,14 +50,18 @@ class ManagedProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def read_metric(port: int, name: str) -> float | None:
-    """Sum of every sample of ``name`` on a local metrics endpoint (None if unreachable or absent)."""
+def metrics_text(port: int) -> str:
+    """The text exposition of a local metrics endpoint ('' if unreachable)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-            text = response.read().decode()
+            return response.read().decode()
     except OSError:
-        return None
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+        return ""
+
+
+def read_metric(port: int, name: str) -> float | None:
+    """Sum of every sample of ``name`` on a local metrics endpoint (None if unreachable or absent)."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text(port).splitlines()
               if line.startswith(name) and (line[len(name)] in " {")]
     return sum(values) if values else None
 
@@ -84,22 +88,32 @@ class LocalLauncher:
 
     def start_scheduler(self, *, metrics_port: int = 9101, policy: str | None = None,
                         extra_env: dict[str, str] | None = None) -> ManagedProcess:
-        env = {**self.env, "MERIDIAN_SCHEDULER_METRICS_PORT": str(metrics_port), **(extra_env or {})}
+        env = {"MERIDIAN_SCHEDULER_METRICS_PORT": str(metrics_port), **(extra_env or {})}
         if policy:
             env["MERIDIAN_SCHEDULER_POLICY"] = policy
-        return self._start("scheduler", [sys.executable, "-m", "services.scheduler"], env, metrics_port)
+        return self.start_service("scheduler", "services.scheduler", metrics_port=metrics_port, extra_env=env)
 
     def start_worker(self, worker_id: str, *, variants: list[str], metrics_port: int,
                      emulate: str | None = None, profile_source: str = "dir",
-                     max_batch: int | None = None) -> ManagedProcess:
-        command = [sys.executable, "-m", "services.worker", "--worker-id", worker_id,
-                   "--variants", ",".join(variants), "--metrics-port", str(metrics_port),
-                   "--profile-source", profile_source]
+                     max_batch: int | None = None, extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        args = ["--worker-id", worker_id, "--variants", ",".join(variants), "--metrics-port", str(metrics_port),
+                "--profile-source", profile_source]
         if emulate:
-            command += ["--emulate", emulate]
+            args += ["--emulate", emulate]
         if max_batch:
-            command += ["--max-batch", str(max_batch)]
-        return self._start(f"worker-{worker_id}", command, self.env, metrics_port)
+            args += ["--max-batch", str(max_batch)]
+        return self.start_service(f"worker-{worker_id}", "services.worker", *args, metrics_port=metrics_port,
+                                  extra_env=extra_env)
+
+    def start_registry(self, *, metrics_port: int, extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        return self.start_service("registry", "services.registry", "--metrics-port", str(metrics_port),
+                                  metrics_port=metrics_port, extra_env=extra_env)
+
+    def start_service(self, name: str, module: str, *args: str, metrics_port: int,
+                      extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        """``python -m module args`` as process ``name``, logging to ``<log_dir>/<name>.log``."""
+        return self._start(name, [sys.executable, "-m", module, *args], {**self.env, **(extra_env or {})},
+                           metrics_port)
 
     def stop(self, name: str) -> None:
         process = self.processes.pop(name, None)

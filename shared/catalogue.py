@@ -4,7 +4,8 @@ The scheduler asks it to turn a ``Query`` into candidate variants, or a rejectio
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shared.profiles import ProfileSet, VariantProfile
@@ -17,16 +18,21 @@ class QueryRejected(Exception):
     """The query cannot be served as asked; ``str(exc)`` is the reason the client sees."""
 
 
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    #: variants that may serve the query, most accurate first
+    candidates: tuple[str, ...]
+    #: set when the query's goals were relaxed (copied into its result)
+    note: str | None = None
+
+
 class Catalogue:
-    def __init__(self, profile_sets: Iterable[ProfileSet], applications: Mapping[str, list[str]]) -> None:
+    def __init__(self, profiles: ProfileSet, applications: Mapping[str, list[str]]) -> None:
+        #: every profile the catalogue knows, as one set (policies are built from it)
+        self.profiles = profiles
         self._profiles: dict[str, list[VariantProfile]] = {}
-        self._slo_ms: dict[str, float] = {}
-        self.devices = {}
-        for profile_set in profile_sets:
-            self.devices.update(profile_set.device_by_name)
-            self._slo_ms.update(profile_set.slo_ms)
-            for profile in profile_set.variants:
-                self._profiles.setdefault(profile.variant, []).append(profile)
+        for profile in profiles.variants:
+            self._profiles.setdefault(profile.variant, []).append(profile)
         self._families: dict[str, list[str]] = {}
         for variant, profiles in self._profiles.items():
             self._families.setdefault(profiles[0].family, []).append(variant)
@@ -34,11 +40,12 @@ class Catalogue:
 
     @classmethod
     def from_settings(cls, settings: "Settings") -> "Catalogue":
-        from shared.profiles.sources import load_profile_source
+        from shared.profiles.sources import load_profile_source, merge
 
-        return cls([load_profile_source(name, settings) for name in settings.profile_sources], settings.applications)
+        sets = [load_profile_source(name, settings) for name in settings.profile_sources]
+        return cls(merge(sets, source=" + ".join(settings.profile_sources)), settings.applications)
 
-    def profiles(self, variant: str) -> list[VariantProfile]:
+    def profiles_of(self, variant: str) -> list[VariantProfile]:
         return self._profiles.get(variant, [])
 
     def profile(self, variant: str, device: str) -> VariantProfile | None:
@@ -53,13 +60,22 @@ class Catalogue:
     def accuracy(self, variant: str) -> float | None:
         return self._profiles[variant][0].accuracy
 
-    def resolve(self, application: str, model: str, batch_size: int, slo_ms: float,
-                accuracy_floor: float | None) -> tuple[str, ...]:
-        """Candidate variants for a query, most accurate first; raises ``QueryRejected``."""
+    def resolve(self, application: str, model: str | None, batch_size: int, slo_ms: float,
+                accuracy_floor: float | None) -> "Resolution":
+        """Candidate variants for a query, most accurate first; raises ``QueryRejected``.
+
+        When no variant reaches the accuracy floor, the most accurate one is offered instead and the
+        resolution says so (INFaaS suggests the closest variant rather than failing).
+        """
         families = self.applications.get(application)
         if families is None:
             raise QueryRejected(f"unknown application {application!r}")
-        if model in self._families:
+        if model is None:
+            variants = [v for family in families for v in self._families.get(family, [])]
+            if not variants:
+                raise QueryRejected(f"application {application!r} has no model with a profile yet")
+            model = f"application {application}"
+        elif model in self._families:
             if model not in families:
                 raise QueryRejected(f"model family {model!r} is not registered for application {application!r}")
             variants = self._families[model]
@@ -69,11 +85,17 @@ class Catalogue:
             variants = [model]
         else:
             raise QueryRejected(f"unknown model {model!r}")
+        by_accuracy = sorted(variants, key=lambda v: -(self.accuracy(v) or 0.0))
+        note = None
         if accuracy_floor is not None:
-            variants = [v for v in variants if (self.accuracy(v) or 0.0) >= accuracy_floor]
-            if not variants:
-                raise QueryRejected(f"no variant of {model!r} reaches accuracy {accuracy_floor}")
-        fastest = self._fastest_ms(variants, batch_size)
+            meeting = [v for v in by_accuracy if (self.accuracy(v) or 0.0) >= accuracy_floor]
+            if not meeting:
+                closest = by_accuracy[0]
+                note = (f"no variant of {model!r} reaches accuracy {accuracy_floor:g}; served the closest, "
+                        f"{closest!r} (accuracy {self.accuracy(closest) or 0.0:.4g})")
+                meeting = [closest]
+            by_accuracy = meeting
+        fastest = self._fastest_ms(by_accuracy, batch_size)
         if fastest is None:
             raise QueryRejected(f"batch_size {batch_size} exceeds what any variant of {model!r} is profiled for")
         if fastest > slo_ms:
@@ -81,7 +103,7 @@ class Catalogue:
                 f"SLO {slo_ms:g} ms is below the fastest possible latency {fastest:.3g} ms of {model!r} "
                 f"at batch {batch_size}"
             )
-        return tuple(sorted(variants, key=lambda v: -(self.accuracy(v) or 0.0)))
+        return Resolution(tuple(by_accuracy), note)
 
     def _fastest_ms(self, variants: list[str], batch_size: int) -> float | None:
         latencies = [

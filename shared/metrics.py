@@ -35,7 +35,17 @@ WORKER_LOADED_VARIANTS = Gauge(
     "meridian_worker_loaded_variants", "Variants loaded on a worker.", ["worker"])
 WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
 
+PLANNER_SOLVE = Histogram(
+    "meridian_planner_solve_seconds", "Time to compute one plan.", ["service", "planner"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
+PLANS = Counter("meridian_plans_total", "Plans published, by status.", ["service", "status"])
+FLEET_COST = Gauge("meridian_fleet_cost_dollars_per_hour", "Cost of the planned fleet.", ["application"])
+FLEET_WORKERS = Gauge("meridian_fleet_workers", "Workers the fleet service runs, by device.", ["device", "emulated"])
+
 
 def serve_metrics(port: int, host: str) -> None:
     """Expose this process's metrics on ``host:port`` (127.0.0.1 by default)."""
     start_http_server(port, addr=host)
+
+REGISTRATIONS = Counter("meridian_registry_registrations_total", "Registrations handled, by outcome.", ["status"])
+REGISTRY_READY = Gauge("meridian_registry_ready", "1 once the registry consumes registrations and worker events.")

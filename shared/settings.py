@@ -48,9 +48,21 @@ class Settings(BaseSettings):
     #: seconds between worker heartbeats; a worker silent for 3 of them is considered gone
     heartbeat_interval_s: float = Field(default=1.0, gt=0.0)
     load_stats_interval_s: float = Field(default=2.0, gt=0.0)
+    #: the planner the planner service runs per application (``shared.policy.registry``)
+    planner: str = "kairos"
+    #: the fleet's cost budget, $/hour
+    planner_budget_per_hour: float = Field(default=2.5, gt=0.0)
+    #: queries an application must have sent before its first plan
+    planner_min_queries: int = Field(default=1000, ge=1)
+    #: the device type a real (non-emulated) worker on this machine is
+    local_device: str = "cpu-1t"
+    #: workers the fleet service starts get metrics ports from here upwards
+    fleet_metrics_port_base: int = 9200
     scheduler_metrics_port: int = 9101
     worker_metrics_port: int = 9102
     loadgen_metrics_port: int = 9109
     planner_metrics_port: int = 9110
+    fleet_metrics_port: int = 9111
+    registry_metrics_port: int = 9112
     bind_host: str = "127.0.0.1"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)

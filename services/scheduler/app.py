@@ -28,6 +28,8 @@ from shared.settings import Settings
 
 SERVICE = "scheduler"
 STEP_INTERVAL_S = 0.05
+METADATA_REFRESH_S = 2.0
+MAX_SIZES_PER_WINDOW = 20_000
 
 settings = Settings()
 app = faust.App(
@@ -53,14 +55,15 @@ results_topic = app.topic(topics.RESULTS, partitions=settings.result_partitions)
 dead_letter_topic = app.topic(topics.DEAD_LETTER)
 load_stats_topic = app.topic(topics.LOAD_STATS)
 
+catalogue = Catalogue.from_settings(settings)
 core = SchedulerCore(
-    make_dispatch(settings.scheduler_policy),
-    Catalogue.from_settings(settings),
+    make_dispatch(settings.scheduler_policy, catalogue.profiles),
+    catalogue,
     drop_after_slo_multiple=settings.drop_after_slo_multiple,
     worker_timeout_s=3 * settings.heartbeat_interval_s,
 )
-recent_sizes: dict[str, deque[int]] = {}
-arrivals_in_window: dict[str, int] = {}
+#: query sizes that arrived since the last load statistics, per application (bounded)
+sizes_in_window: dict[str, deque[int]] = {}
 
 
 @app.agent(queries_topic)
@@ -73,8 +76,7 @@ async def admit_queries(stream: faust.StreamT) -> None:
         except ValidationError as exc:
             await reject(rejected(best_effort_id(raw), describe_validation_error(exc)), raw, event)
             continue
-        arrivals_in_window[query.application] = arrivals_in_window.get(query.application, 0) + 1
-        recent_sizes.setdefault(query.application, deque(maxlen=10_000)).append(query.batch_size)
+        sizes_in_window.setdefault(query.application, deque(maxlen=MAX_SIZES_PER_WINDOW)).append(query.batch_size)
         rejection = core.admit(query, now, event)
         if rejection is not None:
             await reject(rejection, raw, event)
@@ -100,6 +102,9 @@ async def send_final(result: Result, event: faust.EventT | None) -> None:
 async def act(step: Step) -> None:
     for result, event in step.finals:
         await send_final(result, event)
+    for load in step.loads:
+        await app.topic(topics.dispatch_topic(load.worker_id)).send(
+            key=load.variant.encode(), value=load.model_dump_json().encode())
     for batch, events in step.dispatches:
         fut = await app.topic(topics.dispatch_topic(batch.worker_id)).send(
             key=batch.batch_id.encode(), value=batch.model_dump_json().encode())
@@ -152,17 +157,52 @@ async def housekeeping() -> None:
     metrics.WORKERS_KNOWN.set(len(core.workers))
 
 
+if settings.scheduler_policy == "infaas":
+    from redis.exceptions import RedisError
+
+    from shared.infaas.metadata import RedisMetadataStore
+
+    metadata_store = RedisMetadataStore.from_url(settings.redis_url)
+
+    @app.task
+    async def read_metadata_at_start() -> None:
+        await refresh_from_metadata()
+
+    @app.timer(interval=METADATA_REFRESH_S)
+    async def read_metadata_periodically() -> None:
+        await refresh_from_metadata()
+
+    async def refresh_from_metadata() -> None:
+        """INFaaS reads the metadata store: live instance states, and models registered since start."""
+        now = time.time()
+        try:
+            snapshot = await asyncio.to_thread(metadata_store.snapshot, now)
+        except RedisError as exc:  # Redis away: keep serving from the last snapshot
+            print(f"scheduler: metadata store unavailable, serving from cached state: {exc}", flush=True)
+            return
+        core.policy.update_from_metadata(snapshot)
+        applications = {**settings.applications}
+        for application, families in snapshot.applications.items():
+            applications[application] = sorted({*applications.get(application, ()), *families})
+        if applications != core.catalogue.applications or refresh_due(snapshot):
+            core.catalogue = await asyncio.to_thread(Catalogue.from_settings,
+                                                     settings.model_copy(update={"applications": applications}))
+
+    def refresh_due(snapshot: object) -> bool:
+        """A variant the store knows that the catalogue does not: a model was registered."""
+        return any(not core.catalogue.profiles_of(record.variant) for record in snapshot.variants)
+
+
 @app.timer(interval=settings.load_stats_interval_s)
 async def publish_load_statistics() -> None:
     depth = core.depth_by_application()
-    for application in set(arrivals_in_window) | set(depth):
+    for application in set(sizes_in_window) | set(depth):
+        sizes = sizes_in_window.pop(application, ())
         stats = LoadStatistics(
             application=application, window_s=settings.load_stats_interval_s,
-            arrival_rate_qps=arrivals_in_window.get(application, 0) / settings.load_stats_interval_s,
-            queue_depth=depth.get(application, 0), batch_sizes=list(recent_sizes.get(application, ())),
-            at=time.time())
+            arrival_rate_qps=len(sizes) / settings.load_stats_interval_s,
+            queue_depth=depth.get(application, 0), batch_sizes=list(sizes), at=time.time())
         await load_stats_topic.send(key=application.encode(), value=stats.model_dump_json().encode())
-    arrivals_in_window.clear()
 
 
 def prepare() -> None:

@@ -14,6 +14,7 @@ from schemas import (
     BatchFinished,
     DispatchBatch,
     HopTimestamps,
+    LoadVariant,
     Query,
     QueryWork,
     Result,
@@ -62,6 +63,7 @@ class Step:
     dispatches: list[tuple[DispatchBatch, list[Hashable]]] = field(default_factory=list)
     #: final results produced by the scheduler itself (rejected, dropped), with the tokens to ack
     finals: list[tuple[Result, Hashable | None]] = field(default_factory=list)
+    loads: list[LoadVariant] = field(default_factory=list)
 
 
 class SchedulerCore:
@@ -81,19 +83,20 @@ class SchedulerCore:
         """Queue a valid query; return a ``rejected`` result for one that cannot be served."""
         stamps = HopTimestamps(client_sent=query.sent_at, scheduler_received=now_s)
         try:
-            candidates = self.catalogue.resolve(query.application, query.model, query.batch_size, query.slo_ms,
+            resolution = self.catalogue.resolve(query.application, query.model, query.batch_size, query.slo_ms,
                                                 query.accuracy_floor)
         except QueryRejected as exc:
             return rejected(query.query_id, str(exc), application=query.application, timestamps=stamps)
-        if query.inputs is None and not self._emulated_only(candidates):
+        if query.inputs is None and not self._emulated_only(resolution.candidates):
             return rejected(query.query_id, "query has no `inputs` and a real (non-emulated) device may serve it",
                             application=query.application, timestamps=stamps)
         if query.query_id in self.queue:
             return None  # a redelivered copy of a query already waiting
         self.queue[query.query_id] = Queued(
-            pending=PendingQuery(query.query_id, query.application, query.batch_size, now_s, query.slo_ms, candidates),
+            pending=PendingQuery(query.query_id, query.application, query.batch_size, now_s, query.slo_ms,
+                                 resolution.candidates),
             work=QueryWork(query_id=query.query_id, application=query.application, batch_size=query.batch_size,
-                           slo_ms=query.slo_ms, inputs=query.inputs, timestamps=stamps),
+                           slo_ms=query.slo_ms, inputs=query.inputs, timestamps=stamps, note=resolution.note),
             ack_token=ack_token)
         return None
 
@@ -133,6 +136,7 @@ class SchedulerCore:
         if not any(v.idle for v in views):
             return out
         decision = self.policy.decide(now_s, [q.pending for q in self.queue.values()], views)
+        out.loads.extend(LoadVariant(worker_id=w, variant=v) for w, v in decision.loads if w in self.workers)
         for query_id, reason in decision.dropped:
             item = self.queue.pop(query_id)
             out.finals.append((dropped(item, reason, now_s), item.ack_token))

@@ -163,8 +163,8 @@ def serve(ctx: WorkerContext, consumer: KafkaConsumer, stop: threading.Event) ->
                 ctx.inflight = 1
                 HANDLERS[type(command)](ctx, command, received_at)
                 ctx.inflight = 0
-        ctx.producer.flush()
-        consumer.commit()
+        ctx.producer.flush()  # everything these commands produced is on the broker ...
+        consumer.commit_async()  # ... before their offsets move
 
 
 def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerContext, KafkaConsumer]:

@@ -45,13 +45,14 @@ class OnnxExecutor(Executor):
         self._sessions: dict[str, object] = {}
 
     def load(self, variant: str) -> float:
+        from shared.modelzoo.variants import optimization_level_of
         from shared.onnx_runtime import make_session
 
         path = self._models_dir / f"{variant}.onnx"
         if not path.is_file():
             raise ExecutionError(f"no model file for variant {variant!r} at {path}")
         started = time.perf_counter()
-        self._sessions[variant] = make_session(path)
+        self._sessions[variant] = make_session(path, optimization_level=optimization_level_of(path))
         return (time.perf_counter() - started) * 1000.0
 
     def unload(self, variant: str) -> None:

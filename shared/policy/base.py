@@ -67,13 +67,15 @@ class DispatchDecision:
     assignments: tuple[Assignment, ...] = ()
     #: (query id, reason) of queries the policy gives up on; they get an explicit ``dropped`` result
     dropped: tuple[tuple[str, str], ...] = ()
+    #: (worker id, variant) the policy wants loaded, for queries it will serve better once it is
+    loads: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def make_empty(cls) -> "DispatchDecision":
         return _EMPTY_DECISION
 
     def __bool__(self) -> bool:
-        return bool(self.assignments or self.dropped)
+        return bool(self.assignments or self.dropped or self.loads)
 
 
 _EMPTY_DECISION = DispatchDecision()

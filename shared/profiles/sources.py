@@ -15,7 +15,8 @@ def merge(profile_sets: list[ProfileSet], source: str) -> ProfileSet:
 
 
 def load_profile_dir(path: Path) -> ProfileSet:
-    files = sorted(Path(path).glob("*.json"))
+    """``path/*.json`` (committed, measured here) and ``path/registered/*.json`` (written by the registry)."""
+    files = sorted(Path(path).glob("*.json")) + sorted((Path(path) / "registered").glob("*.json"))
     return merge([ProfileSet.load(f) for f in files], source=f"{len(files)} profile files in {path}")
 
 

@@ -21,7 +21,7 @@ PROFILES = ProfileSet(
 
 
 def make_core(**options: float) -> SchedulerCore:
-    return SchedulerCore(FcfsDispatch(), Catalogue([PROFILES], {"app": ["fam"]}),
+    return SchedulerCore(FcfsDispatch(), Catalogue(PROFILES, {"app": ["fam"]}),
                          drop_after_slo_multiple=options.get("drop", 5.0), worker_timeout_s=options.get("timeout", 3.0))
 
 
@@ -41,7 +41,6 @@ def heartbeat(wid: str, variants=("small",), emulated: bool = False) -> WorkerHe
     ({"application": "other"}, "unknown application"),
     ({"model": "nope"}, "unknown model"),
     ({"slo_ms": 0.5}, "below the fastest"),
-    ({"accuracy_floor": 0.99}, "reaches accuracy"),
     ({"batch_size": 9, "inputs": encode(np.zeros((9, 4), np.float32))}, "exceeds what any variant"),
 ])
 def test_unservable_queries_are_rejected_with_a_reason(fields, reason) -> None:
@@ -67,6 +66,15 @@ def test_accuracy_floor_narrows_the_candidates() -> None:
     core.admit(make_query("q1", accuracy_floor=0.95), 1.0, ack_token=None)
     [(batch, _)] = core.step(1.0).dispatches
     assert batch.variant == "large"
+
+
+def test_an_unreachable_accuracy_floor_serves_the_closest_variant_and_says_so() -> None:
+    core = make_core()
+    core.on_worker_event(heartbeat("w1", variants=("small", "large")), 0.0)
+    assert core.admit(make_query("q1", accuracy_floor=0.99), 1.0, ack_token=None) is None
+    [(batch, _)] = core.step(1.0).dispatches
+    assert batch.variant == "large"
+    assert "served the closest, 'large'" in batch.queries[0].note
 
 
 def test_worker_is_busy_until_its_batch_finishes() -> None:
@@ -125,3 +133,11 @@ def test_a_redelivered_query_is_queued_once() -> None:
     core.admit(make_query("q1"), 1.0, ack_token="a")
     core.admit(make_query("q1"), 1.1, ack_token="b")
     assert len(core.queue) == 1
+
+
+def test_a_model_less_query_may_use_any_model_of_its_application() -> None:
+    core = make_core()
+    core.on_worker_event(heartbeat("w1", variants=("small", "large")), 0.0)
+    assert core.admit(make_query("q1", model=None, accuracy_floor=0.95), 1.0, ack_token=None) is None
+    [(batch, _)] = core.step(1.0).dispatches
+    assert batch.variant == "large" and batch.queries[0].note is None

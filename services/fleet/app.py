@@ -1,0 +1,100 @@
+"""Fleet: makes the running workers match the latest allocation plan.
+
+Consumes ``meridian.plans`` (group ``meridian.fleet``); starts and stops worker processes through a
+launcher (here local processes; a cloud or Kubernetes launcher would implement the same calls). A
+device this machine has runs a real onnxruntime worker; any other device is emulated from its measured
+profile. New workers start before old ones stop, and a stopped worker's unfinished batches are
+re-queued by the scheduler, so applying a plan loses no query.
+
+Run: ``python -m services.fleet``
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+
+from pydantic import ValidationError
+
+from schemas import AllocationPlan
+from services.launcher import LocalLauncher
+from shared import metrics, topics
+from shared.fleet import FleetChanges, reconcile
+from shared.dead_letter import dead_letter, describe_validation_error
+from shared.kafka_io import make_consumer, make_producer
+from shared.policy.base import Placement
+from shared.profiles.sources import load_profile_source
+from shared.settings import Settings
+
+
+class Fleet:
+    """The workers this service runs, and how to change them."""
+
+    def __init__(self, settings: Settings, launcher: LocalLauncher) -> None:
+        self.settings = settings
+        self.launcher = launcher
+        self.running: dict[str, Placement] = {}
+        self._ports = itertools.count(settings.fleet_metrics_port_base)
+        self._ids = itertools.count(1)
+        self._device_source = {
+            device: source for source in settings.profile_sources
+            for device in load_profile_source(source, settings).device_by_name
+        }
+
+    def apply(self, plan: AllocationPlan) -> FleetChanges:
+        if plan.status == "infeasible":
+            return FleetChanges(start=(), stop=())
+        desired = [Placement(p.device, tuple(p.variants)) for p in plan.placements]
+        changes = reconcile(desired, self.running)
+        for placement in changes.start:
+            self._start(placement)
+        for worker_id in changes.stop:
+            self.launcher.stop(f"worker-{worker_id}")
+            del self.running[worker_id]
+        self._report()
+        return changes
+
+    def _start(self, placement: Placement) -> None:
+        emulate = None if placement.device == self.settings.local_device else placement.device
+        worker_id = f"{placement.device.replace('.', '-')}-{next(self._ids)}"
+        self.launcher.start_worker(worker_id, variants=list(placement.variants), metrics_port=next(self._ports),
+                                   emulate=emulate, profile_source=self._device_source.get(placement.device, "dir"))
+        self.running[worker_id] = placement
+
+    def _report(self) -> None:
+        metrics.FLEET_WORKERS.clear()
+        for placement in self.running.values():
+            emulated = "false" if placement.device == self.settings.local_device else "true"
+            metrics.FLEET_WORKERS.labels(placement.device, emulated).inc()
+
+
+def main() -> None:
+    settings = Settings()
+    metrics.serve_metrics(settings.fleet_metrics_port, settings.bind_host)
+    consumer = make_consumer(settings, topics.PLANS, group_id="meridian.fleet", auto_offset_reset="latest")
+    producer = make_producer(settings)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with LocalLauncher(dict(os.environ), settings.var_dir / "logs" / "fleet") as launcher:
+        fleet = Fleet(settings, launcher)
+        try:
+            while not stop.is_set():
+                for records in consumer.poll(timeout_ms=500).values():
+                    for record in records:
+                        try:
+                            plan = AllocationPlan.model_validate_json(record.value)
+                        except ValidationError as exc:
+                            producer.send(topics.DEAD_LETTER, value=dead_letter(
+                                record.value, describe_validation_error(exc), service="fleet",
+                                source_topic=record.topic, partition=record.partition,
+                                offset=record.offset).model_dump_json().encode())
+                            continue
+                        changes = fleet.apply(plan)
+                        print(f"fleet: plan {plan.plan_id} ({plan.message}): started {len(changes.start)}, "
+                              f"stopped {len(changes.stop)}", flush=True)
+                producer.flush()
+                consumer.commit()
+        finally:
+            consumer.close()
+            producer.close(timeout=5)

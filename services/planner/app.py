@@ -1,0 +1,122 @@
+"""Planner: turns load statistics into allocation plans.
+
+Consumes ``meridian.load-stats`` (group ``meridian.planner``); produces ``AllocationPlan`` on
+``meridian.plans``. Per application it keeps the recent query sizes (Kairos's batch-size monitor) and
+plans once enough queries were seen, then again whenever the size distribution shifts — with zero online
+evaluations, as Kairos does.
+
+Run: ``python -m services.planner``
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from kafka import KafkaProducer
+from pydantic import ValidationError
+
+from schemas import AllocationPlan, LoadStatistics, PlanPlacement
+from shared import metrics, topics
+from shared.catalogue import Catalogue
+from shared.dead_letter import dead_letter, describe_validation_error
+from shared.kafka_io import make_admin, make_consumer, make_producer
+from shared.kairos.monitor import BatchSizeMonitor
+from shared.policy.base import FleetPlan, LoadSnapshot, Planner
+from shared.policy.registry import make_planner
+from shared.settings import Settings
+
+SERVICE = "planner"
+
+
+@dataclass
+class ApplicationPlanning:
+    planner: Planner
+    monitor: BatchSizeMonitor
+    seen: int = 0
+    planned: bool = False
+
+
+@dataclass
+class PlannerContext:
+    settings: Settings
+    producer: KafkaProducer
+    applications: dict[str, ApplicationPlanning] = field(default_factory=dict)
+
+
+def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: float) -> AllocationPlan | None:
+    app = ctx.applications.get(stats.application)
+    if app is None:
+        return None
+    shifted = app.monitor.add_sizes(stats.batch_sizes)
+    app.seen += len(stats.batch_sizes)
+    due = (not app.planned and app.seen >= ctx.settings.planner_min_queries) or (app.planned and shifted)
+    if not due:
+        return None
+    started = time.perf_counter()
+    plan = app.planner.plan(LoadSnapshot(at_s=now, arrival_rate_qps={stats.application: stats.arrival_rate_qps},
+                                         batch_sizes={stats.application: tuple(app.monitor.window())}))
+    metrics.PLANNER_SOLVE.labels(SERVICE, ctx.settings.planner).observe(time.perf_counter() - started)
+    if plan.success:
+        app.planned = True
+        app.monitor.mark_planned(app.planner.qos_limits())
+    message = to_message(plan, planner=ctx.settings.planner, now=now)
+    ctx.producer.send(topics.PLANS, key=stats.application.encode(), value=message.model_dump_json().encode())
+    metrics.PLANS.labels(SERVICE, message.status).inc()
+    if plan.cost_per_hour is not None:
+        metrics.FLEET_COST.labels(stats.application).set(plan.cost_per_hour)
+    return message
+
+
+def to_message(plan: FleetPlan, *, planner: str, now: float) -> AllocationPlan:
+    return AllocationPlan(
+        plan_id=f"plan-{uuid.uuid4().hex[:12]}", planner=planner, status=plan.status.value, message=plan.message,
+        placements=[PlanPlacement(device=p.device, variants=list(p.variants)) for p in plan.placements],
+        routing={app: dict(shares) for app, shares in plan.routing.items()},
+        cost_per_hour=plan.cost_per_hour, objective=plan.objective, at=now)
+
+
+def bootstrap(settings: Settings) -> PlannerContext:
+    catalogue = Catalogue.from_settings(settings)
+    ctx = PlannerContext(settings=settings, producer=make_producer(settings))
+    for application, families in settings.applications.items():
+        for family in families:
+            if not catalogue.variants_of(family):
+                continue
+            planner = make_planner(settings.planner, catalogue.profiles, application=application, variant=family,
+                                   budget_per_hour=settings.planner_budget_per_hour)
+            ctx.applications[application] = ApplicationPlanning(planner, BatchSizeMonitor())
+    admin = make_admin(settings)
+    try:
+        topics.ensure_topics(admin, topics.core_topics(settings))
+    finally:
+        admin.close()
+    return ctx
+
+
+def main() -> None:
+    settings = Settings()
+    ctx = bootstrap(settings)
+    metrics.serve_metrics(settings.planner_metrics_port, settings.bind_host)
+    consumer = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.planner", auto_offset_reset="latest")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            for records in consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    try:
+                        stats = LoadStatistics.model_validate_json(record.value)
+                    except ValidationError as exc:
+                        ctx.producer.send(topics.DEAD_LETTER, value=dead_letter(
+                            record.value, describe_validation_error(exc), service=SERVICE, source_topic=record.topic,
+                            partition=record.partition, offset=record.offset).model_dump_json().encode())
+                        continue
+                    handle_load_statistics(ctx, stats, time.time())
+            ctx.producer.flush()
+            consumer.commit()
+    finally:
+        consumer.close()
+        ctx.producer.close(timeout=5)

@@ -1,0 +1,1 @@
+"""The registry service: INFaaS's Model Registrar (variants generated, profiled, stored) and monitoring daemon."""

@@ -1,0 +1,190 @@
+"""Registry: INFaaS's Model Registrar and monitoring daemon.
+
+Consumes ``meridian.registrations`` (group ``meridian.registry``): validates each `RegisterModel`,
+generates and profiles its variants, writes the variant files to ``MERIDIAN_MODELS_DIR``, the profile set
+to ``<MERIDIAN_PROFILES_DIR>/registered/<model>.json`` and the profiles and ``app -> model`` to the
+metadata store (Redis), then replies a `RegistrationReply` on ``meridian.registry-replies``; a rejected
+registration's input is also copied to ``meridian.dead-letter``. A registration's offset is committed
+once its reply is acknowledged.
+
+A second thread follows ``meridian.worker-events`` (no consumer group, from the latest offset) and every
+~2 s writes per-instance QPS, latency, state and per-worker utilization to the metadata store.
+
+At start it seeds the store with the scheduler's catalogue (``MERIDIAN_PROFILE_SOURCES``, previously
+registered models) and ``MERIDIAN_APPLICATIONS``, so the store is the one source of profiles.
+
+Run: ``python -m services.registry [--metrics-port PORT]``
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+from kafka import KafkaConsumer, KafkaProducer
+from pydantic import ValidationError
+
+from schemas import MAX_MODEL_BYTES, MAX_VALIDATION_BYTES, RegisterModel, RegistrationReply, worker_event_adapter
+from services.registry.monitor import InstanceMonitor
+from services.registry.registrar import REGISTERED_SUBDIR, RegistrarConfig, register_model
+from services.registry.validation import RegistrationRejected
+from shared import metrics, topics
+from shared.dead_letter import best_effort_id, dead_letter, describe_validation_error
+from shared.infaas.metadata import MetadataStore, RedisMetadataStore
+from shared.kafka_io import make_admin, make_consumer, make_producer
+from shared.profiles.format import ProfileSet
+from shared.profiles.sources import load_profile_source
+from shared.settings import Settings
+
+SERVICE = "registry"
+GROUP = "meridian.registry"
+MONITOR_INTERVAL_S = 2.0
+
+logger = logging.getLogger("services.registry")
+
+
+
+@dataclass
+class RegistryContext:
+    config: RegistrarConfig
+    store: MetadataStore
+    producer: KafkaProducer
+
+
+def _size_reason(exc: ValidationError) -> str | None:
+    """A clear reason for the wire contract's size limits, which pydantic words as string lengths."""
+    limits = {"model_onnx_b64": ("model", MAX_MODEL_BYTES),
+              "validation_npz_b64": ("validation set", MAX_VALIDATION_BYTES)}
+    for error in exc.errors():
+        field = error.get("loc", ("",))[0]
+        if error.get("type") == "string_too_long" and field in limits:
+            what, limit = limits[field]
+            return f"{what} exceeds the {limit}-byte limit"
+    return None
+
+
+def reply(ctx: RegistryContext, answer: RegistrationReply) -> None:
+    ctx.producer.send(topics.REGISTRY_REPLIES, key=answer.request_id.encode(), value=answer.model_dump_json().encode())
+    metrics.REGISTRATIONS.labels(answer.status).inc()
+
+
+def reject(ctx: RegistryContext, raw: bytes, reason: str, record, *, request_id: str, model_name: str,
+           app_id: str) -> None:
+    logger.info("rejected %r (%s): %s", model_name, request_id, reason)
+    reply(ctx, RegistrationReply(request_id=request_id, model_name=model_name, app_id=app_id, status="rejected",
+                                 reason=reason[:2000], at=time.time()))
+    ctx.producer.send(topics.DEAD_LETTER, value=dead_letter(
+        raw, reason, service=SERVICE, source_topic=record.topic, partition=record.partition,
+        offset=record.offset).model_dump_json().encode())
+    metrics.DEAD_LETTERS.labels(SERVICE).inc()
+
+
+def handle_register(ctx: RegistryContext, command: RegisterModel, raw: bytes, record) -> None:
+    started = time.perf_counter()
+    ids = dict(request_id=command.request_id, model_name=command.model_name, app_id=command.app_id)
+    try:
+        answer = register_model(command, config=ctx.config, store=ctx.store)
+    except RegistrationRejected as exc:
+        reject(ctx, raw, str(exc), record, **ids)
+        return
+    except Exception as exc:  # noqa: BLE001 - a bug must not wedge the topic; the developer gets the reason
+        logger.error("registration of %s failed:\n%s", command.model_name, traceback.format_exc())
+        reject(ctx, raw, f"internal error while registering: {type(exc).__name__}: {exc}", record, **ids)
+        return
+    logger.info("registered %s for %s: %d variant profiles in %.1f s", command.model_name, command.app_id,
+                len(answer.variants), time.perf_counter() - started)
+    reply(ctx, answer)
+
+
+HANDLERS = {RegisterModel: handle_register}
+
+
+def serve_registrations(ctx: RegistryContext, consumer: KafkaConsumer, stop: threading.Event) -> None:
+    while not stop.is_set():
+        for records in consumer.poll(timeout_ms=200, max_records=1).values():
+            for record in records:
+                try:
+                    command = RegisterModel.model_validate_json(record.value)
+                except ValidationError as exc:
+                    reject(ctx, record.value, _size_reason(exc) or describe_validation_error(exc), record,
+                           **{f: best_effort_id(record.value, f) for f in ("request_id", "model_name", "app_id")})
+                else:
+                    HANDLERS[type(command)](ctx, command, record.value, record)
+            ctx.producer.flush()
+            consumer.commit()
+
+
+def follow_worker_events(monitor: InstanceMonitor, consumer: KafkaConsumer, stop: threading.Event,
+                         interval_s: float = MONITOR_INTERVAL_S) -> None:
+    while not stop.is_set():
+        for records in consumer.poll(timeout_ms=200).values():
+            for record in records:
+                try:
+                    event = worker_event_adapter.validate_json(record.value)
+                except ValidationError:
+                    continue  # the scheduler dead-letters bad worker events; one copy is enough
+                monitor.observe(event, time.time())
+        now = time.time()
+        if now - monitor.last_flush_s >= interval_s:
+            try:
+                monitor.flush(now)
+            except Exception:  # noqa: BLE001 - the store may be briefly unreachable; next window retries
+                logger.warning("monitor flush failed:\n%s", traceback.format_exc())
+
+
+def seed_catalogue(store: MetadataStore, settings: Settings) -> dict[str, str]:
+    """Store every profile the scheduler serves and the configured applications; return device kinds."""
+    profile_sets = [load_profile_source(name, settings) for name in settings.profile_sources]
+    profile_sets += [ProfileSet.load(f) for f in sorted((settings.profiles_dir / REGISTERED_SUBDIR).glob("*.json"))]
+    for profile_set in profile_sets:
+        store.put_profiles(profile_set)
+    for app_id, families in settings.applications.items():
+        for family in families:
+            store.register_model(app_id, family)
+    return {d.name: d.kind for ps in profile_sets for d in ps.devices}
+
+
+def bootstrap(settings: Settings) -> tuple[RegistryContext, KafkaConsumer, InstanceMonitor, KafkaConsumer]:
+    admin = make_admin(settings)
+    try:
+        topics.ensure_topics(admin, topics.core_topics(settings))
+    finally:
+        admin.close()
+    store = RedisMetadataStore.from_url(settings.redis_url)
+    device_kinds = seed_catalogue(store, settings)
+    ctx = RegistryContext(RegistrarConfig(settings.models_dir, settings.profiles_dir), store, make_producer(settings))
+    registrations = make_consumer(settings, topics.REGISTRATIONS, group_id=GROUP, max_poll_interval_ms=600_000)
+    events = make_consumer(settings, topics.WORKER_EVENTS, group_id=None, auto_offset_reset="latest")
+    monitor = InstanceMonitor(store, device_kinds=device_kinds, worker_timeout_s=3 * settings.heartbeat_interval_s,
+                              last_flush_s=time.time())
+    return ctx, registrations, monitor, events
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m services.registry", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--metrics-port", type=int, default=None, help="default: MERIDIAN_REGISTRY_METRICS_PORT")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logger.setLevel(logging.INFO)
+    settings = Settings()
+    ctx, registrations, monitor, events = bootstrap(settings)
+    metrics.serve_metrics(args.metrics_port or settings.registry_metrics_port, settings.bind_host)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    watcher = threading.Thread(target=follow_worker_events, args=(monitor, events, stop), daemon=True)
+    watcher.start()
+    metrics.REGISTRY_READY.set(1)
+    logger.info("registry ready: models in %s, profiles in %s", settings.models_dir, settings.profiles_dir)
+    try:
+        serve_registrations(ctx, registrations, stop)
+    except KeyboardInterrupt:
+        stop.set()
+    finally:
+        watcher.join(timeout=5)
+        registrations.close()
+        events.close()
+        ctx.producer.close(timeout=5)

@@ -1,0 +1,154 @@
+"""`KairosDispatch`: the Kairos query distributor as a `DispatchPolicy` (HPDC'23 §5.1).
+
+On every call it matches the first ``rows_per_worker * n`` queued queries against *all* n workers with
+the cost of `kairos_cost_matrix` and a rectangular linear sum assignment. Only pairs on idle workers are
+dispatched, one query per assignment (Kairos never batches queries together); a query matched to a busy
+worker stays queued, "reserved", and is re-matched at the next event with a longer wait.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from shared.kairos.matching import PENALTY_FACTOR, XI, cost_matrix_unchecked, heterogeneity_coefficients
+from shared.kairos.predictor import LatencyPredictor
+from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy, PendingQuery, WorkerView
+from shared.profiles.format import ProfileSet
+
+#: workers that look alike to the matcher: (device, variants, max batch)
+_WorkerKind = tuple[str, tuple[str, ...], int]
+
+
+class KairosDispatch(DispatchPolicy):
+    """Min-cost bipartite matching of queued queries to instances.
+
+    Parameters
+    ----------
+    latency : profiles (seed a warm `LatencyPredictor`) or a predictor to use and keep learning.
+    xi : QoS safeguard (0.98): a pair predicted past ``xi * T_qos`` counts as a violation.
+    penalty_factor : an infeasible pair costs ``penalty_factor * T_qos`` (the paper's 10).
+    penalty_tiebreak : add ``C_j L_ij`` to penalised costs (spec §8.2 option).
+    hold_infeasible : keep a query queued rather than dispatch it to an idle worker where it would miss
+        its QoS, when some busy worker could still meet it (spec §8.3 option; the paper dispatches).
+    rows_per_worker : rows of the matrix = the first ``rows_per_worker * n`` queries (the artifact's 2n).
+    coefficients : fixed heterogeneity coefficient per device; by default derived from predictions at
+        the largest batch, relative to the fastest device type present.
+    learn : feed completions into the predictor.
+    """
+
+    name = "kairos"
+
+    def __init__(
+        self,
+        latency: ProfileSet | LatencyPredictor,
+        *,
+        xi: float = XI,
+        penalty_factor: float = PENALTY_FACTOR,
+        penalty_tiebreak: bool = False,
+        hold_infeasible: bool = False,
+        rows_per_worker: int = 2,
+        coefficients: Mapping[str, float] | None = None,
+        learn: bool = True,
+    ) -> None:
+        if not 0 < xi <= 1 or penalty_factor <= 1 or rows_per_worker < 1:
+            raise ValueError(
+                f"need 0 < `xi` <= 1, `penalty_factor` > 1, `rows_per_worker` >= 1; "
+                f"got {xi}, {penalty_factor}, {rows_per_worker}"
+            )
+        if coefficients is not None and not all(0 < c <= 1 for c in coefficients.values()):
+            raise ValueError(f"`coefficients` must lie in (0, 1], got {dict(coefficients)}")
+        self.predictor = (
+            latency if isinstance(latency, LatencyPredictor) else LatencyPredictor.from_profiles(latency)
+        )
+        self._xi = xi
+        self._penalty_factor = penalty_factor
+        self._tiebreak = penalty_tiebreak
+        self._hold = hold_infeasible
+        self._rows_per_worker = rows_per_worker
+        self._fixed_coefficients = dict(coefficients) if coefficients is not None else None
+        self._learn = learn
+
+    def decide(
+        self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]
+    ) -> DispatchDecision:
+        idle = [w.idle for w in workers]
+        if not queue or not any(idle):
+            return DispatchDecision.make_empty()
+        rows = queue[: self._rows_per_worker * len(workers)]
+        groups: dict[_WorkerKind, int] = {}
+        column_group = [groups.setdefault((w.device, w.variants, w.max_batch), len(groups)) for w in workers]
+        latency, coeff, allowed, variant_of = self._predicted_usage(rows, workers, groups, column_group)
+        qos = np.array([q.slo_ms for q in rows])
+        wait = (now_s - np.array([q.arrival_s for q in rows])) * 1000.0
+        cost, feasible = cost_matrix_unchecked(
+            latency, wait, coeff, qos, self._penalty_factor * qos, xi=self._xi, penalty_tiebreak=self._tiebreak
+        )
+        if not allowed.all():  # a pair that cannot run at all must never win: cost it above any real entry
+            cost[~allowed] = 2.0 * float(cost.max()) * max(len(rows), len(workers)) + 1.0
+        matched_rows, matched_cols = linear_sum_assignment(cost)
+        assignments = []
+        for i, j in zip(matched_rows.tolist(), matched_cols.tolist()):
+            if not idle[j] or not allowed[i, j]:
+                continue
+            if self._hold and not feasible[i, j] and feasible[i].any():
+                continue
+            variant = variant_of[(rows[i].candidate_variants, column_group[j])]
+            assignments.append(Assignment(workers[j].worker_id, variant, (rows[i].query_id,)))
+        return DispatchDecision(assignments=tuple(assignments))
+
+    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+        if self._learn:
+            self.predictor.observe(device, variant, batch_size, latency_ms)
+
+    def _predicted_usage(
+        self,
+        rows: Sequence[PendingQuery],
+        workers: Sequence[WorkerView],
+        groups: dict[_WorkerKind, int],
+        column_group: list[int],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[tuple[tuple[str, ...], int], str]]:
+        """``L`` (remaining + predicted), ``C`` per pair, which pairs can run, and on which variant.
+
+        Workers are grouped by kind (device, variants, max batch) and queries by candidate list, so the
+        usual case, one model on a few device types, costs one vector lookup per device type.
+        """
+        batch = np.array([q.batch_size for q in rows])
+        query_groups: dict[tuple[str, ...], list[int]] = {}
+        for i, q in enumerate(rows):
+            query_groups.setdefault(q.candidate_variants, []).append(i)
+        predicted = np.zeros((len(rows), len(groups)))
+        runnable = np.zeros((len(rows), len(groups)), dtype=bool)
+        coeff = np.ones((len(rows), len(groups)))  # per pair: a worker may host several variants
+        variant_of: dict[tuple[tuple[str, ...], int], str] = {}
+        coefficients: dict[str, dict[str, float]] = {}
+        top = self.predictor.max_batch
+        for candidates, members in query_groups.items():
+            index = slice(None) if len(members) == len(rows) else np.asarray(members)
+            sizes = batch[index]
+            for (device, hosted, max_batch), g in groups.items():
+                variant = next((v for v in candidates if v in hosted), None)
+                if variant is None:
+                    continue
+                # sizes beyond what the worker takes are predicted clipped, then masked out
+                predicted[index, g] = self.predictor.predict(device, variant, np.minimum(sizes, top))
+                runnable[index, g] = sizes <= min(max_batch, top)
+                if variant not in coefficients:
+                    coefficients[variant] = self._coefficients(variant, groups)
+                coeff[index, g] = coefficients[variant][device]
+                variant_of[(candidates, g)] = variant
+        columns = np.array(column_group)
+        latency = predicted[:, columns] + np.array([w.busy_remaining_ms for w in workers])
+        return latency, coeff[:, columns], runnable[:, columns], variant_of
+
+    def _coefficients(self, variant: str, groups: dict[_WorkerKind, int]) -> dict[str, float]:
+        """C per device type hosting ``variant``: relative to the fastest one on the largest batch."""
+        if self._fixed_coefficients is not None:
+            return self._fixed_coefficients
+        devices = {device for device, hosted, _ in groups if variant in hosted}
+        at_max = {d: self.predictor.at_max_batch(d, variant) for d in devices}
+        # a device not learned yet has no meaningful ratio; weigh it like the base until it is
+        known = {d: lat for d, lat in at_max.items() if lat > 0}
+        coefficients = heterogeneity_coefficients(known) if known else {}
+        return {d: coefficients.get(d, 1.0) for d in at_max}

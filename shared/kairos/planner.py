@@ -1,0 +1,131 @@
+"""`KairosPlanner`: the one-shot heterogeneous configuration choice as a `Planner` (Kairos §5.2).
+
+From the recent query sizes of its application it computes the upper bound of every configuration within
+the budget, ranks them, and picks one by the similarity rule, with no online evaluation. Re-run it when
+the size distribution shifts (`BatchSizeMonitor`).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.kairos.distribution import DistributionStats, distribution_stats, meets_qos_everywhere
+from shared.kairos.selection import Selection, rank_configs, select_config
+from shared.kairos.table import LatencyTable
+from shared.kairos.upper_bound import config_costs, configuration_upper_bounds, enumerate_configs
+from shared.policy.base import FleetPlan, LoadSnapshot, Placement, Planner, PlanStatus
+from shared.profiles.format import ProfileSet
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ConfigRanking:
+    """All configurations within budget, best UB first; column 0 of ``configs`` is the base type."""
+
+    devices: tuple[str, ...]
+    configs: np.ndarray
+    upper_bounds: np.ndarray
+    costs: np.ndarray
+    stats: DistributionStats
+    selection: Selection
+
+    def counts(self, k: int) -> dict[str, int]:
+        """Configuration ``k`` as ``{device: count}``, zero counts omitted, base first."""
+        return {d: int(c) for d, c in zip(self.devices, self.configs[k]) if c}
+
+
+class KairosPlanner(Planner):
+    """Upper-bound ranking + similarity rule over every configuration within the budget.
+
+    Parameters
+    ----------
+    profiles : latency profiles and device prices.
+    application : the application (and, by default, the variant) this Kairos system serves.
+    budget_per_hour : cost budget, $/h.
+    variant : the model variant to place (default: ``application``).
+    devices : device types to consider (default: all profiled for the variant).
+    base : the base type (default: the cheapest per unit of throughput among types meeting the QoS for
+        every batch size, g4dn.xlarge on the paper's data).
+    max_counts : per-device caps, in ``devices`` order (default: only the budget limits counts).
+    qos_ms : QoS target (default: ``profiles.slo_ms[variant]``).
+    """
+
+    name = "kairos"
+
+    def __init__(
+        self,
+        profiles: ProfileSet,
+        *,
+        application: str,
+        budget_per_hour: float,
+        variant: str | None = None,
+        devices: Sequence[str] | None = None,
+        base: str | None = None,
+        max_counts: Sequence[int] | None = None,
+        qos_ms: float | None = None,
+    ) -> None:
+        self.application = application
+        self.variant = variant or application
+        self.table = LatencyTable.from_profiles(profiles, self.variant, devices)
+        if qos_ms is None and self.variant not in profiles.slo_ms:
+            raise ValueError(f"no `qos_ms` given and no SLO profiled for {self.variant!r}")
+        self.qos_ms = float(qos_ms if qos_ms is not None else profiles.slo_ms[self.variant])
+        self.prices = {d: profiles.device_by_name[d].price_per_hour for d in self.table.devices}
+        self.budget = float(budget_per_hour)
+        self._base = base
+        if max_counts is not None and len(max_counts) != len(self.table.devices):
+            raise ValueError("`max_counts` must have one entry per device")
+        self._caps = dict(zip(self.table.devices, max_counts)) if max_counts is not None else None
+
+    def rank(self, batch_sizes: Sequence[int] | np.ndarray) -> ConfigRanking:
+        """UB of every configuration for this size distribution, ranked, with the similarity choice."""
+        sizes = np.asarray(batch_sizes)
+        base = self._base or self._pick_base(sizes)
+        aux = tuple(d for d in self.table.devices if d != base)
+        devices = (base, *aux)
+        stats = distribution_stats(sizes, self.table, qos_ms=self.qos_ms, base=base, auxiliaries=aux)
+        prices = [self.prices[d] for d in devices]
+        caps = [self._caps[d] for d in devices] if self._caps is not None else None
+        configs = enumerate_configs(prices, self.budget, max_counts=caps)
+        if len(configs) == 0:
+            raise ValueError(f"no configuration with a {base} instance fits ${self.budget}/h")
+        ubs = configuration_upper_bounds(configs, stats)
+        costs = config_costs(configs, prices)
+        order = rank_configs(configs, ubs, costs)
+        configs, ubs, costs = configs[order], ubs[order], costs[order]
+        return ConfigRanking(devices, configs, ubs, costs, stats, select_config(configs))
+
+    def plan(self, load: LoadSnapshot) -> FleetPlan:
+        sizes = load.batch_sizes.get(self.application, ())
+        if len(sizes) == 0:
+            return FleetPlan(PlanStatus.INFEASIBLE, f"no batch sizes seen for {self.application!r}")
+        try:
+            ranking = self.rank(sizes)
+        except ValueError as exc:
+            return FleetPlan(PlanStatus.INFEASIBLE, str(exc))
+        k = ranking.selection.index
+        placements = tuple(
+            Placement(device=device, variants=(self.variant,))
+            for device, count in zip(ranking.devices, ranking.configs[k])
+            for _ in range(int(count))
+        )
+        counts = ", ".join(f"{c}x{d}" for d, c in ranking.counts(k).items())
+        return FleetPlan(
+            status=PlanStatus.FEASIBLE,
+            message=(
+                f"{counts}: UB {ranking.upper_bounds[k]:.4g} qps, rank {k + 1} of {len(ranking.configs)} "
+                f"({ranking.selection.rule})"
+            ),
+            placements=placements,
+            routing={self.application: {self.variant: 1.0}},
+            objective=float(ranking.upper_bounds[k]),
+            cost_per_hour=float(ranking.costs[k]),
+        )
+
+    def _pick_base(self, sizes: np.ndarray) -> str:
+        capable = [d for d in self.table.devices if meets_qos_everywhere(self.table, d, self.qos_ms)]
+        if not capable:
+            raise ValueError(f"no device meets the {self.qos_ms} ms QoS for every batch size")
+        return min(capable, key=lambda d: self.prices[d] * float(self.table.lookup(d, sizes).mean()))
+

@@ -1,0 +1,42 @@
+"""The Kairos data loader reads the authors' files into the one profile format."""
+import numpy as np
+import pytest
+
+from shared.profiles.kairos import DATA_ENV, kairos_data_dir, load_kairos_pool, load_kairos_profiles
+
+MODELS = {"ncf", "rm2", "wnd", "mtwnd", "dien"}
+DEVICES = {"g4dn.xlarge", "c5n.2xlarge", "r5n.large", "t3.xlarge"}
+
+
+def test_profiles_cover_models_devices_grid_and_paper_values():
+    profiles = load_kairos_profiles()
+    assert {p.variant for p in profiles.variants} == MODELS
+    assert all(p.family == p.variant for p in profiles.variants)
+    assert {d.name for d in profiles.devices} == DEVICES
+    kinds = {d.name: d.kind for d in profiles.devices}
+    assert kinds["g4dn.xlarge"] == "gpu" and {kinds[d] for d in DEVICES - {"g4dn.xlarge"}} == {"cpu"}
+    assert profiles.device_by_name["g4dn.xlarge"].price_per_hour == pytest.approx(0.526)
+    assert profiles.slo_ms == {"ncf": 5.0, "rm2": 350.0, "wnd": 25.0, "mtwnd": 25.0, "dien": 35.0}
+    rm2_gpu = profiles.get("rm2", "g4dn.xlarge")
+    assert list(rm2_gpu.batch_latency_ms) == list(range(10, 1001, 10))
+    assert rm2_gpu.latency_ms(1000) == pytest.approx(260.78, abs=0.05)  # spec Appendix A.1
+    assert rm2_gpu.latency_ms(95) == rm2_gpu.batch_latency_ms[100]  # rounds up to the grid
+    assert rm2_gpu.latency_samples_ms is None
+
+
+def test_samples_are_inference_plus_load_without_the_max():
+    profiles = load_kairos_profiles(samples=True)
+    p = profiles.get("dien", "t3.xlarge")
+    assert len(p.latency_samples_ms[500]) == 99
+    for batch in (10, 500, 1000):
+        assert np.mean(p.latency_samples_ms[batch]) == pytest.approx(p.batch_latency_ms[batch], rel=2e-3)
+
+
+def test_pool_and_data_dir_override(monkeypatch, tmp_path):
+    pool = load_kairos_pool()
+    assert pool.base == "g4dn.xlarge" and pool.budget_per_hour == 2.5
+    assert pool.max_counts == (5, 6, 17, 15)
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    assert kairos_data_dir() == (tmp_path / "kairos").resolve()
+    with pytest.raises(FileNotFoundError):
+        load_kairos_pool()

@@ -1,0 +1,144 @@
+"""The event engine: when policies are called, what it records, and that runs reproduce."""
+import numpy as np
+import pytest
+
+from shared.kairos import KairosDispatch
+from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy
+from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
+from shared.profiles.kairos import load_kairos_profiles
+from shared.sim import (
+    ProfileServiceModel,
+    SimStatus,
+    StopRule,
+    Workload,
+    deeprecsys_sizes,
+    make_fleet,
+    poisson_arrivals,
+    simulate,
+)
+
+
+def constant_profiles(latency_ms=10.0, devices=("d",), samples=None):
+    return ProfileSet(
+        source="test",
+        devices=[DeviceType(name=d, kind="cpu", price_per_hour=1.0) for d in devices],
+        slo_ms={"m": 100.0},
+        variants=[
+            VariantProfile(
+                variant="m", family="m", device=d, batch_latency_ms={1000: latency_ms},
+                latency_samples_ms=samples, max_batch=1000,
+            )
+            for d in devices
+        ],
+    )
+
+
+def workload(arrivals, sizes=None, slo_ms=100.0):
+    arrivals = np.asarray(arrivals, dtype=float)
+    sizes = np.ones(len(arrivals), dtype=np.int64) if sizes is None else np.asarray(sizes)
+    return Workload(arrivals, sizes, "m", slo_ms, ("m",))
+
+
+class OneEach(DispatchPolicy):
+    """Queue head to the first idle worker, one query per batch; records every call."""
+
+    name = "one-each"
+
+    def __init__(self):
+        self.calls, self.observed = [], []
+
+    def decide(self, now_s, queue, workers):
+        self.calls.append((now_s, len(queue), sum(w.idle for w in workers), [w.busy_remaining_ms for w in workers]))
+        idle = [w for w in workers if w.idle]
+        pairs = zip(idle, queue)
+        return DispatchDecision(tuple(Assignment(w.worker_id, "m", (q.query_id,)) for w, q in pairs))
+
+    def observe(self, device, variant, batch_size, latency_ms):
+        self.observed.append((device, variant, batch_size, latency_ms))
+
+
+def test_latency_is_wait_plus_service_one_batch_at_a_time():
+    policy = OneEach()
+    result = simulate(workload([0.0, 0.001, 0.002]), make_fleet({"d": 1}, ["m"], max_batch=1000), policy,
+                      ProfileServiceModel(constant_profiles(10.0)))
+    assert result.success
+    np.testing.assert_allclose(result.start_s, [0.0, 0.010, 0.020])
+    np.testing.assert_allclose(result.latency_ms, [10.0, 19.0, 28.0])
+    assert result.latency_quantile_ms(0.5) == pytest.approx(19.0)
+    assert result.latency_quantile_ms(0.99) == pytest.approx(28.0)
+    assert policy.observed == [("d", "m", 1, pytest.approx(10.0))] * 3
+
+
+def test_policy_called_on_arrivals_and_completions_only_when_useful():
+    policy = OneEach()
+    simulate(workload([0.0, 0.001, 0.030]), make_fleet({"d": 1}, ["m"], max_batch=1000), policy,
+             ProfileServiceModel(constant_profiles(10.0)))
+    # t=0 arrival (idle); t=0.001 arrival finds the worker busy -> no call; t=0.010 completion with a queued
+    # query -> call; t=0.020 completion with an empty queue -> no call; t=0.030 arrival -> call
+    assert [(round(t, 6), q, i) for t, q, i, _ in policy.calls] == [(0.0, 1, 1), (0.01, 1, 1), (0.03, 1, 1)]
+
+
+def test_completion_precedes_a_simultaneous_arrival():
+    policy = OneEach()
+    result = simulate(workload([0.0, 0.010]), make_fleet({"d": 1}, ["m"], max_batch=1000), policy,
+                      ProfileServiceModel(constant_profiles(10.0)))
+    np.testing.assert_allclose(result.latency_ms, [10.0, 10.0])
+
+
+def test_busy_workers_report_predicted_remaining_time():
+    policy = OneEach()
+    simulate(workload([0.0, 0.004]), make_fleet({"d": 2}, ["m"], max_batch=1000), policy,
+             ProfileServiceModel(constant_profiles(10.0)))
+    assert policy.calls[1][3] == [pytest.approx(6.0), 0.0]
+
+
+def test_assigning_a_busy_worker_is_rejected():
+    class Greedy(DispatchPolicy):
+        name = "bad"
+
+        def decide(self, now_s, queue, workers):
+            return DispatchDecision((Assignment(workers[0].worker_id, "m", (queue[0].query_id,)),))
+
+    with pytest.raises(ValueError, match="busy"):
+        simulate(workload([0.0, 0.001]), make_fleet({"d": 2}, ["m"], max_batch=1000), Greedy(),
+                 ProfileServiceModel(constant_profiles(10.0)))
+
+
+def test_dropped_queries_count_as_misses():
+    class DropAll(DispatchPolicy):
+        name = "drop"
+
+        def decide(self, now_s, queue, workers):
+            return DispatchDecision(dropped=tuple((q.query_id, "no") for q in queue))
+
+    result = simulate(workload([0.0, 1.0]), make_fleet({"d": 1}, ["m"], max_batch=1000), DropAll(),
+                      ProfileServiceModel(constant_profiles()))
+    assert result.dropped == {0: "no", 1: "no"} and result.num_within_slo == 0 and result.num_served == 0
+
+
+def test_stop_rules_end_hopeless_runs_early():
+    arrivals = np.arange(200) * 0.001  # 1000 qps into a 100 qps worker
+    service = ProfileServiceModel(constant_profiles(10.0))
+    fleet = make_fleet({"d": 1}, ["m"], max_batch=1000)
+    diverged = simulate(workload(arrivals), fleet, OneEach(), service, stop=StopRule(max_queue=20))
+    assert diverged.status is SimStatus.DIVERGED and not diverged.success
+    aborted = simulate(workload(arrivals, slo_ms=15.0), fleet, OneEach(), service, stop=StopRule(max_misses=3))
+    assert aborted.status is SimStatus.ABORTED and np.isnan(aborted.finish_s[-1])
+
+
+def test_same_seed_same_run_different_seed_different_run():
+    profiles = load_kairos_profiles(samples=True)
+    service = ProfileServiceModel(profiles, sampled=True)
+    fleet = make_fleet({"g4dn.xlarge": 1, "r5n.large": 4}, ["rm2"], max_batch=1000)
+    rng = np.random.default_rng(0)
+    sizes = deeprecsys_sizes(400, rng)
+    load = Workload(poisson_arrivals(25.0, 400, rng), sizes, "rm2", 350.0, ("rm2",))
+    runs = [simulate(load, fleet, KairosDispatch(profiles), service, seed=s) for s in (1, 1, 2)]
+    np.testing.assert_array_equal(runs[0].finish_s, runs[1].finish_s)
+    np.testing.assert_array_equal(runs[0].worker, runs[1].worker)
+    assert not np.array_equal(runs[0].finish_s, runs[2].finish_s)
+    for run in runs:  # every worker serves one batch at a time
+        for j in range(len(fleet)):
+            mine = run.worker == j
+            order = np.argsort(run.start_s[mine])
+            assert np.all(run.start_s[mine][order][1:] >= run.finish_s[mine][order][:-1] - 1e-12)

@@ -1,0 +1,49 @@
+"""Service times from profiles: the bucket mean or a measured sample."""
+import numpy as np
+import pytest
+
+from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
+from shared.sim import ProfileServiceModel, make_fleet
+
+PROFILES = ProfileSet(
+    source="test",
+    devices=[DeviceType(name="d", kind="cpu", price_per_hour=1.0)],
+    variants=[
+        VariantProfile(
+            variant="m", family="m", device="d", batch_latency_ms={10: 5.0, 20: 8.0},
+            latency_samples_ms={10: [4.0, 6.0], 20: [7.0, 9.0]}, max_batch=20,
+        )
+    ],
+)
+
+
+def test_mean_service_uses_the_bucket_rounded_up():
+    service = ProfileServiceModel(PROFILES)
+    rng = np.random.default_rng(0)
+    assert [service.sample_ms("d", "m", b, rng) for b in (1, 10, 11, 20)] == [5.0, 5.0, 8.0, 8.0]
+    assert service.expected_ms("d", "m", 15) == 8.0
+    with pytest.raises(ValueError, match="outside the profile"):
+        service.sample_ms("d", "m", 21, rng)
+
+
+def test_sampled_service_draws_the_measured_samples_reproducibly():
+    service = ProfileServiceModel(PROFILES, sampled=True)
+    draws = [service.sample_ms("d", "m", 15, np.random.default_rng(s)) for s in range(40)]
+    assert set(draws) == {7.0, 9.0}
+    again = [service.sample_ms("d", "m", 15, np.random.default_rng(s)) for s in range(40)]
+    assert draws == again
+    assert service.expected_ms("d", "m", 15) == 8.0  # what busy_remaining is predicted from
+    bare = ProfileSet(
+        source="test",
+        devices=PROFILES.devices,
+        variants=[VariantProfile(variant="m", family="m", device="d", batch_latency_ms={10: 5.0}, max_batch=10)],
+    )
+    with pytest.raises(ValueError, match="samples"):
+        ProfileServiceModel(bare, sampled=True).sample_ms("d", "m", 5, np.random.default_rng(0))
+
+
+def test_fleet_ids_and_order():
+    fleet = make_fleet({"g": 2, "c": 1}, ["m"], max_batch=7)
+    assert [(w.worker_id, w.device, w.variants, w.max_batch) for w in fleet] == [
+        ("g-0", "g", ("m",), 7), ("g-1", "g", ("m",), 7), ("c-0", "c", ("m",), 7)
+    ]
