@@ -33,7 +33,7 @@ demo: models
 	$(PYTHON) -m services.demo
 
 test: models
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q
 
 test-unit: install
 	$(PYTHON) -m pytest -q tests/unit

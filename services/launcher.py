@@ -109,6 +109,14 @@ class LocalLauncher:
         return self.start_service("registry", "services.registry", "--metrics-port", str(metrics_port),
                                   metrics_port=metrics_port, extra_env=extra_env)
 
+    def start_planner(self, *, metrics_port: int, extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        env = {"MERIDIAN_PLANNER_METRICS_PORT": str(metrics_port), **(extra_env or {})}
+        return self.start_service("planner", "services.planner", metrics_port=metrics_port, extra_env=env)
+
+    def start_fleet(self, *, metrics_port: int, extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        env = {"MERIDIAN_FLEET_METRICS_PORT": str(metrics_port), **(extra_env or {})}
+        return self.start_service("fleet", "services.fleet", metrics_port=metrics_port, extra_env=env)
+
     def start_service(self, name: str, module: str, *args: str, metrics_port: int,
                       extra_env: dict[str, str] | None = None) -> ManagedProcess:
         """``python -m module args`` as process ``name``, logging to ``<log_dir>/<name>.log``."""

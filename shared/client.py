@@ -29,6 +29,7 @@ class MeridianClient:
             self._consumer.position(tp)  # resolve "end" now, before any query is sent
         self.results: dict[str, tuple[Result, float]] = {}
         self.duplicates = 0
+        self.malformed = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._receive, daemon=True)
@@ -65,7 +66,11 @@ class MeridianClient:
             for records in self._consumer.poll(timeout_ms=100).values():
                 received = time.time()
                 for record in records:
-                    result = Result.model_validate_json(record.value)
+                    try:
+                        result = Result.model_validate_json(record.value)
+                    except ValueError:
+                        self.malformed += 1  # not a result this client can read; never stop listening
+                        continue
                     with self._lock:
                         if result.query_id in self.results:
                             self.duplicates += 1

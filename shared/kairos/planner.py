@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.kairos.distribution import DistributionStats, distribution_stats, meets_qos_everywhere
+from shared.kairos.distribution import DistributionStats, distribution_stats, meets_qos_everywhere, qos_limit
 from shared.kairos.selection import Selection, rank_configs, select_config
 from shared.kairos.table import LatencyTable
 from shared.kairos.upper_bound import config_costs, configuration_upper_bounds, enumerate_configs
@@ -95,6 +95,11 @@ class KairosPlanner(Planner):
         order = rank_configs(configs, ubs, costs)
         configs, ubs, costs = configs[order], ubs[order], costs[order]
         return ConfigRanking(devices, configs, ubs, costs, stats, select_config(configs))
+
+    def qos_limits(self) -> dict[str, int]:
+        """Each device's QoS limit s (its first violating batch size); the batch-size monitor's shift
+        check compares small-query shares at these."""
+        return {d: qos_limit(self.table, d, self.qos_ms) for d in self.table.devices}
 
     def plan(self, load: LoadSnapshot) -> FleetPlan:
         sizes = load.batch_sizes.get(self.application, ())

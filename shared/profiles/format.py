@@ -27,11 +27,25 @@ out of profile and raises.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _CachedModel(BaseModel):
+    """A frozen model with ``cached_property`` lookups that a copy must not inherit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copy = super().model_copy(update=update, deep=deep)
+        for name, attribute in vars(type(self)).items():
+            if isinstance(attribute, cached_property):
+                copy.__dict__.pop(name, None)
+        return copy
 
 
 class DeviceType(BaseModel):
@@ -42,9 +56,7 @@ class DeviceType(BaseModel):
     price_per_hour: float = Field(ge=0.0)
 
 
-class VariantProfile(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class VariantProfile(_CachedModel):
     variant: str
     family: str
     device: str
@@ -83,9 +95,7 @@ class VariantProfile(BaseModel):
         return self.batch_latency_ms[self.profiled_batch(batch_size)]
 
 
-class ProfileSet(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class ProfileSet(_CachedModel):
     schema_version: Literal[1] = 1
     source: str
     devices: list[DeviceType]

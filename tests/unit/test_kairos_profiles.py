@@ -40,3 +40,16 @@ def test_pool_and_data_dir_override(monkeypatch, tmp_path):
     assert kairos_data_dir() == (tmp_path / "kairos").resolve()
     with pytest.raises(FileNotFoundError):
         load_kairos_pool()
+
+
+def test_a_copied_profile_set_does_not_reuse_the_originals_lookups() -> None:
+    from shared.profiles import DeviceType, ProfileSet, VariantProfile
+
+    def variant(name: str) -> VariantProfile:
+        return VariantProfile(variant=name, family="f", device="d", batch_latency_ms={1: 1.0}, max_batch=1)
+
+    original = ProfileSet(source="s", devices=[DeviceType(name="d", kind="cpu", price_per_hour=0.0)],
+                          variants=[variant("a")])
+    original.get("a", "d")  # fills the cached index
+    copy = original.model_copy(update={"variants": [variant("b")]})
+    assert copy.get("b", "d").variant == "b"

@@ -1,0 +1,53 @@
+"""The planner service's handler: plan once enough sizes were seen, then only when they shift."""
+from __future__ import annotations
+
+import numpy as np
+
+from schemas import AllocationPlan, LoadStatistics
+from services.planner.app import ApplicationPlanning, PlannerContext, handle_load_statistics
+from shared.kairos.monitor import BatchSizeMonitor
+from shared.kairos.planner import KairosPlanner
+from shared.profiles.kairos import load_kairos_profiles
+from shared.settings import Settings
+from shared.sim.arrivals import deeprecsys_sizes, truncated_gaussian_sizes
+
+
+class RecordingProducer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes]] = []
+
+    def send(self, topic: str, key: bytes | None = None, value: bytes | None = None) -> None:
+        self.sent.append((topic, value))
+
+
+def context() -> PlannerContext:
+    settings = Settings(planner_min_queries=2000, planner_budget_per_hour=2.5)
+    planner = KairosPlanner(load_kairos_profiles(), application="rm2", budget_per_hour=2.5)
+    ctx = PlannerContext(settings=settings, producer=RecordingProducer())
+    ctx.applications["rm2"] = ApplicationPlanning(planner, BatchSizeMonitor(window=4000, check_every=1000))
+    return ctx
+
+
+def stats(sizes: np.ndarray) -> LoadStatistics:
+    return LoadStatistics(application="rm2", window_s=2.0, arrival_rate_qps=len(sizes) / 2.0, queue_depth=0,
+                          batch_sizes=[int(s) for s in sizes], at=0.0)
+
+
+def test_plans_after_enough_sizes_then_only_on_a_shift() -> None:
+    ctx, rng = context(), np.random.default_rng(0)
+    assert handle_load_statistics(ctx, stats(deeprecsys_sizes(1000, rng)), 1.0) is None, "too few sizes yet"
+    first = handle_load_statistics(ctx, stats(deeprecsys_sizes(1000, rng)), 2.0)
+    assert isinstance(first, AllocationPlan) and first.status == "feasible" and first.cost_per_hour <= 2.5
+    assert any(p.device == "g4dn.xlarge" for p in first.placements)
+    for _ in range(3):  # same distribution: no re-plan
+        assert handle_load_statistics(ctx, stats(deeprecsys_sizes(1000, rng)), 3.0) is None
+    replans = [handle_load_statistics(ctx, stats(truncated_gaussian_sizes(1000, rng, mean=600, std=100)), 4.0)
+               for _ in range(4)]
+    assert any(isinstance(p, AllocationPlan) for p in replans), "a shift to larger queries must re-plan"
+    assert len(ctx.producer.sent) == 1 + sum(p is not None for p in replans)
+
+
+def test_unknown_applications_are_ignored() -> None:
+    ctx = context()
+    other = stats(np.array([10, 20])).model_copy(update={"application": "other"})
+    assert handle_load_statistics(ctx, other, 1.0) is None and not ctx.producer.sent
