@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kafka import TopicPartition
 
@@ -18,7 +18,10 @@ from shared.settings import Settings
 
 
 class MeridianClient:
-    def __init__(self, settings: Settings) -> None:
+    """``on_result(result, received_at)`` is called once per query, from the receiving thread."""
+
+    def __init__(self, settings: Settings, *, on_result: Callable[[Result, float], None] | None = None) -> None:
+        self._on_result = on_result
         self._producer = make_producer(settings)
         self._consumer = make_consumer(settings, group_id=None, fetch_max_wait_ms=5)
         partitions = self._consumer.partitions_for_topic(topics.RESULTS) or set()
@@ -72,10 +75,13 @@ class MeridianClient:
                         self.malformed += 1  # not a result this client can read; never stop listening
                         continue
                     with self._lock:
-                        if result.query_id in self.results:
-                            self.duplicates += 1
-                        else:
+                        first = result.query_id not in self.results
+                        if first:
                             self.results[result.query_id] = (result, received)
+                        else:
+                            self.duplicates += 1
+                    if first and self._on_result is not None:
+                        self._on_result(result, received)
 
     def __enter__(self) -> "MeridianClient":
         return self

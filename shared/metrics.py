@@ -17,6 +17,9 @@ QUERY_LATENCY = Histogram(
 HOP_LATENCY = Histogram(
     "meridian_hop_latency_seconds", "Latency of one hop (queue_wait, dispatch, compute).",
     ["application", "hop"], buckets=LATENCY_BUCKETS)
+CLIENT_LATENCY = Histogram(
+    "meridian_client_latency_seconds", "Latency a client saw: send to result received.",
+    ["application", "status"], buckets=LATENCY_BUCKETS)
 RESULTS = Counter(
     "meridian_results_total", "Final results by status and reason class.", ["application", "status", "reason"])
 GOODPUT = Counter(

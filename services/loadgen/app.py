@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas import Query
+from schemas import Query, Result
 from services.loadgen.summary import LoadSummary, summarize
+from shared import metrics
 from shared.client import MeridianClient
 from shared.settings import Settings
 from shared.sim.arrivals import gamma_arrivals, load_trace_timestamps, poisson_arrivals, trace_arrivals
@@ -39,7 +40,12 @@ def run(args: argparse.Namespace, settings: Settings) -> LoadSummary:
     times = arrival_times(args, rng)
     sent: dict[str, tuple[float, float]] = {}
     run_id = uuid.uuid4().hex[:8]
-    with MeridianClient(settings) as client:
+    def observe(result: Result, received: float) -> None:
+        if result.query_id in sent:
+            metrics.CLIENT_LATENCY.labels(args.application, result.status.value).observe(
+                received - sent[result.query_id][0])
+
+    with MeridianClient(settings, on_result=observe) as client:
         start = time.time()
         for index, offset in enumerate(times):
             delay = start + offset - time.time()
@@ -52,8 +58,8 @@ def run(args: argparse.Namespace, settings: Settings) -> LoadSummary:
             query = Query(query_id=f"{run_id}-{index}", application=args.application, model=args.model,
                           slo_ms=args.slo_ms, accuracy_floor=args.accuracy_floor, batch_size=args.batch_size,
                           inputs=inputs, sent_at=time.time())
-            client.send(query)
             sent[query.query_id] = (query.sent_at, query.slo_ms)
+            client.send(query)
         client.flush()
         duration = time.time() - start
         client.wait_for(sent, timeout_s=args.drain_s)
@@ -86,7 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    summary = run(args, Settings())
+    settings = Settings()
+    metrics.serve_metrics(settings.loadgen_metrics_port, settings.bind_host)
+    summary = run(args, settings)
     text = json.dumps(summary.model_dump(), indent=2)
     if args.json:
         print(text)

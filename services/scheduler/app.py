@@ -11,6 +11,7 @@ Run: ``python -m services.scheduler``
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import deque
 
@@ -103,16 +104,20 @@ async def act(step: Step) -> None:
     for result, event in step.finals:
         await send_final(result, event)
     for load in step.loads:
-        await app.topic(topics.dispatch_topic(load.worker_id)).send(
-            key=load.variant.encode(), value=load.model_dump_json().encode())
+        await worker_topic(load.worker_id).send(key=load.variant.encode(), value=load.model_dump_json().encode())
     for batch, events in step.dispatches:
-        fut = await app.topic(topics.dispatch_topic(batch.worker_id)).send(
-            key=batch.batch_id.encode(), value=batch.model_dump_json().encode())
+        fut = await worker_topic(batch.worker_id).send(key=batch.batch_id.encode(),
+                                                       value=batch.model_dump_json().encode())
         asyncio.ensure_future(ack_when_written(fut, [e for e in events if e is not None]))
         metrics.DISPATCHED_BATCH_ROWS.labels(batch.variant).observe(sum(q.batch_size for q in batch.queries))
         for work in batch.queries:
             waited = work.timestamps.dispatched - work.timestamps.scheduler_received
             metrics.HOP_LATENCY.labels(work.application, "queue_wait").observe(waited)
+
+
+@functools.lru_cache(maxsize=4096)
+def worker_topic(worker_id: str) -> faust.TopicT:
+    return app.topic(topics.dispatch_topic(worker_id))
 
 
 async def ack_when_written(fut: asyncio.Future, events: list[faust.EventT]) -> None:

@@ -205,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Train, export and profile the digits model family.")
     parser.add_argument("--out", default="var/models", help="folder for the .onnx files and the test split")
     parser.add_argument("--profiles", default="profiles/digits.json", help="ProfileSet JSON to write")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="only train and export (the committed profiles stay as measured)")
     parser.add_argument("--force", action="store_true", help="retrain even when the recipe is unchanged")
     parser.add_argument("--variants", nargs="*", help="only these variants (default: all)")
     parser.add_argument("--repeats", type=int, default=100, help="timed runs per batch size")
@@ -214,6 +216,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     start = time.perf_counter()
     variants = [digits.get_variant(n) for n in args.variants] if args.variants else digits.VARIANTS
     paths = build_models(args.out, variants=variants, force=args.force)
+    if args.no_profile:
+        logger.info("built %d models in %s in %.1f s", len(variants), args.out, time.perf_counter() - start)
+        return
     profile_set = build_profiles(paths, validation=paths["digits-test"], num_repeats=args.repeats)
     Path(args.profiles).parent.mkdir(parents=True, exist_ok=True)
     profile_set.save(args.profiles)
