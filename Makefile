@@ -59,3 +59,8 @@ bench-infaas-select: install
 
 clean: stack-down
 	rm -rf $(VAR) bench/results
+
+# Regenerate the Grafana dashboards (infra/grafana/provisioning/dashboards) from shared/metrics.py.
+.PHONY: dashboards
+dashboards: install
+	$(PYTHON) -m services.observability.dashboards

@@ -23,7 +23,7 @@ class MeridianClient:
     def __init__(self, settings: Settings, *, on_result: Callable[[Result, float], None] | None = None) -> None:
         self._on_result = on_result
         self._producer = make_producer(settings)
-        self._consumer = make_consumer(settings, group_id=None, fetch_max_wait_ms=5)
+        self._consumer = make_consumer(settings, group_id=None)
         partitions = self._consumer.partitions_for_topic(topics.RESULTS) or set()
         assigned = [TopicPartition(topics.RESULTS, p) for p in sorted(partitions)]
         self._consumer.assign(assigned)

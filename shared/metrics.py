@@ -52,3 +52,42 @@ def serve_metrics(port: int, host: str) -> None:
 
 REGISTRATIONS = Counter("meridian_registry_registrations_total", "Registrations handled, by outcome.", ["status"])
 REGISTRY_READY = Gauge("meridian_registry_ready", "1 once the registry consumes registrations and worker events.")
+
+# Planner and plan appliers (the fleet service; an autoscaler would use the same counters).
+PLANNED_WORKERS = Gauge(
+    "meridian_planned_workers", "Workers of each device type in an application's latest plan.",
+    ["application", "device"])
+PLAN_TIMESTAMP = Gauge(
+    "meridian_planner_last_plan_timestamp_seconds", "Unix time of an application's latest plan.", ["application"])
+SCALING_ACTIONS = Counter(
+    "meridian_scaling_actions_total", "Workers started or stopped by a plan applier or autoscaler.",
+    ["service", "action", "device"])
+FLEET_PLANS_RECEIVED = Counter(
+    "meridian_fleet_plans_received_total", "Plans the fleet service read, by outcome (applied, skipped).",
+    ["outcome"])
+
+# Catalogue facts the registry exports, so accuracy and cost can be derived in PromQL.
+VARIANT_ACCURACY = Gauge(
+    "meridian_variant_accuracy_ratio", "Profiled top-1 accuracy of a model variant (0..1).", ["variant"])
+DEVICE_PRICE = Gauge(
+    "meridian_device_price_dollars_per_hour", "Price of one machine of a device type.", ["device"])
+REGISTRATION_DURATION = Histogram(
+    "meridian_registry_registration_seconds", "Time to handle one registration (validate, generate, profile).",
+    ["status"], buckets=(0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0))
+
+# Kafka consumer lag (services.observability.lag_exporter).
+CONSUMER_LAG = Gauge(
+    "meridian_kafka_consumer_lag_messages",
+    "Messages a consumer group is behind the log end, summed over the topic's partitions it committed.",
+    ["group", "topic"])
+CONSUMER_GROUP_MEMBERS = Gauge(
+    "meridian_kafka_consumer_group_members", "Members of a consumer group (0: nobody consumes).", ["group"])
+LAG_COLLECTIONS = Counter(
+    "meridian_kafka_lag_collections_total", "Lag collection rounds, by outcome (ok, error).", ["status"])
+LAG_COLLECT_DURATION = Histogram(
+    "meridian_kafka_lag_collect_seconds", "Time to read every group's offsets and the log ends.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+
+# Clients (the load generator).
+CLIENT_QUERIES_SENT = Counter(
+    "meridian_client_queries_sent_total", "Queries a client sent.", ["application"])

@@ -27,6 +27,8 @@ from shared.policy.base import Placement
 from shared.profiles.sources import load_profile_source
 from shared.settings import Settings
 
+SERVICE = "fleet"
+
 
 class Fleet:
     """The workers this service runs, and how to change them."""
@@ -41,17 +43,23 @@ class Fleet:
             device: source for source in settings.profile_sources
             for device in load_profile_source(source, settings).device_by_name
         }
+        for device in self._device_source:  # at 0 before the first change, so increase() counts it
+            for action in ("start", "stop"):
+                metrics.SCALING_ACTIONS.labels(SERVICE, action, device)
 
     def apply(self, plan: AllocationPlan) -> FleetChanges:
         if plan.status == "infeasible":
+            metrics.FLEET_PLANS_RECEIVED.labels("skipped").inc()
             return FleetChanges(start=(), stop=())
         desired = [Placement(p.device, tuple(p.variants)) for p in plan.placements]
         changes = reconcile(desired, self.running)
         for placement in changes.start:
             self._start(placement)
+            metrics.SCALING_ACTIONS.labels(SERVICE, "start", placement.device).inc()
         for worker_id in changes.stop:
             self.launcher.stop(f"worker-{worker_id}")
-            del self.running[worker_id]
+            metrics.SCALING_ACTIONS.labels(SERVICE, "stop", self.running.pop(worker_id).device).inc()
+        metrics.FLEET_PLANS_RECEIVED.labels("applied").inc()
         self._report()
         return changes
 
@@ -72,6 +80,9 @@ class Fleet:
 def main() -> None:
     settings = Settings()
     metrics.serve_metrics(settings.fleet_metrics_port, settings.bind_host)
+    for outcome in ("applied", "skipped"):  # at 0 before the first plan, so increase() counts it
+        metrics.FLEET_PLANS_RECEIVED.labels(outcome)
+    metrics.DEAD_LETTERS.labels(SERVICE)
     consumer = make_consumer(settings, topics.PLANS, group_id="meridian.fleet", auto_offset_reset="latest")
     producer = make_producer(settings)
     stop = threading.Event()
@@ -86,9 +97,10 @@ def main() -> None:
                             plan = AllocationPlan.model_validate_json(record.value)
                         except ValidationError as exc:
                             producer.send(topics.DEAD_LETTER, value=dead_letter(
-                                record.value, describe_validation_error(exc), service="fleet",
+                                record.value, describe_validation_error(exc), service=SERVICE,
                                 source_topic=record.topic, partition=record.partition,
                                 offset=record.offset).model_dump_json().encode())
+                            metrics.DEAD_LETTERS.labels(SERVICE).inc()
                             continue
                         changes = fleet.apply(plan)
                         print(f"fleet: plan {plan.plan_id} ({plan.message}): started {len(changes.start)}, "

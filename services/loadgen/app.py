@@ -60,6 +60,7 @@ def run(args: argparse.Namespace, settings: Settings) -> LoadSummary:
                           inputs=inputs, sent_at=time.time())
             sent[query.query_id] = (query.sent_at, query.slo_ms)
             client.send(query)
+            metrics.CLIENT_QUERIES_SENT.labels(args.application).inc()
         client.flush()
         duration = time.time() - start
         client.wait_for(sent, timeout_s=args.drain_s)
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     settings = Settings()
     metrics.serve_metrics(settings.loadgen_metrics_port, settings.bind_host)
+    metrics.CLIENT_QUERIES_SENT.labels(args.application)
     summary = run(args, settings)
     text = json.dumps(summary.model_dump(), indent=2)
     if args.json:

@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 from kafka import KafkaProducer
@@ -24,7 +25,7 @@ from shared.catalogue import Catalogue
 from shared.dead_letter import dead_letter, describe_validation_error
 from shared.kafka_io import make_admin, make_consumer, make_producer
 from shared.kairos.monitor import BatchSizeMonitor
-from shared.policy.base import FleetPlan, LoadSnapshot, Planner
+from shared.policy.base import FleetPlan, LoadSnapshot, Planner, PlanStatus
 from shared.policy.registry import make_planner
 from shared.settings import Settings
 
@@ -44,6 +45,8 @@ class PlannerContext:
     settings: Settings
     producer: KafkaProducer
     applications: dict[str, ApplicationPlanning] = field(default_factory=dict)
+    #: devices of each application's latest applied plan (to drop the gauges of devices a new plan drops)
+    planned_devices: dict[str, set[str]] = field(default_factory=dict)
 
 
 def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: float) -> AllocationPlan | None:
@@ -64,10 +67,24 @@ def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: floa
         app.monitor.mark_planned(app.planner.qos_limits())
     message = to_message(plan, planner=ctx.settings.planner, now=now)
     ctx.producer.send(topics.PLANS, key=stats.application.encode(), value=message.model_dump_json().encode())
-    metrics.PLANS.labels(SERVICE, message.status).inc()
-    if plan.cost_per_hour is not None:
-        metrics.FLEET_COST.labels(stats.application).set(plan.cost_per_hour)
+    observe_plan(ctx, stats.application, message)
     return message
+
+
+def observe_plan(ctx: PlannerContext, application: str, message: AllocationPlan) -> None:
+    """The decision as metrics: its status, cost and, for a plan the fleet applies, workers per device."""
+    metrics.PLANS.labels(SERVICE, message.status).inc()
+    metrics.PLAN_TIMESTAMP.labels(application).set(message.at)
+    if message.status == "infeasible":
+        return  # the fleet keeps the previous plan's workers, and so do these gauges
+    if message.cost_per_hour is not None:
+        metrics.FLEET_COST.labels(application).set(message.cost_per_hour)
+    counts = Counter(p.device for p in message.placements)
+    for device in ctx.planned_devices.get(application, set()) - set(counts):
+        metrics.PLANNED_WORKERS.remove(application, device)
+    for device, count in counts.items():
+        metrics.PLANNED_WORKERS.labels(application, device).set(count)
+    ctx.planned_devices[application] = set(counts)
 
 
 def to_message(plan: FleetPlan, *, planner: str, now: float) -> AllocationPlan:
@@ -78,16 +95,32 @@ def to_message(plan: FleetPlan, *, planner: str, now: float) -> AllocationPlan:
         cost_per_hour=plan.cost_per_hour, objective=plan.objective, at=now)
 
 
-def bootstrap(settings: Settings) -> PlannerContext:
-    catalogue = Catalogue.from_settings(settings)
-    ctx = PlannerContext(settings=settings, producer=make_producer(settings))
+def make_application_planning(settings: Settings, catalogue: Catalogue) -> dict[str, ApplicationPlanning]:
+    """One planner per application whose model family the configured planner can place.
+
+    An application it cannot plan (e.g. Kairos, which places one variant, given a family of several) is
+    skipped with a message instead of stopping the service, so the others are still planned.
+    """
+    planning: dict[str, ApplicationPlanning] = {}
     for application, families in settings.applications.items():
         for family in families:
             if not catalogue.variants_of(family):
                 continue
-            planner = make_planner(settings.planner, catalogue.profiles, application=application, variant=family,
-                                   budget_per_hour=settings.planner_budget_per_hour)
-            ctx.applications[application] = ApplicationPlanning(planner, BatchSizeMonitor())
+            try:
+                planner = make_planner(settings.planner, catalogue.profiles, application=application, variant=family,
+                                       budget_per_hour=settings.planner_budget_per_hour)
+            except ValueError as exc:
+                print(f"planner: not planning {application!r} ({family!r}) with {settings.planner!r}: {exc}",
+                      flush=True)
+                continue
+            planning[application] = ApplicationPlanning(planner, BatchSizeMonitor())
+    return planning
+
+
+def bootstrap(settings: Settings) -> PlannerContext:
+    catalogue = Catalogue.from_settings(settings)
+    ctx = PlannerContext(settings=settings, producer=make_producer(settings))
+    ctx.applications.update(make_application_planning(settings, catalogue))
     admin = make_admin(settings)
     try:
         topics.ensure_topics(admin, topics.core_topics(settings))
@@ -96,10 +129,19 @@ def bootstrap(settings: Settings) -> PlannerContext:
     return ctx
 
 
+def initialize_metrics(settings: Settings) -> None:
+    """Export the counters at 0 before the first plan, so ``increase()`` sees the first one too."""
+    for status in PlanStatus:
+        metrics.PLANS.labels(SERVICE, status.value)
+    metrics.PLANNER_SOLVE.labels(SERVICE, settings.planner)
+    metrics.DEAD_LETTERS.labels(SERVICE)
+
+
 def main() -> None:
     settings = Settings()
     ctx = bootstrap(settings)
     metrics.serve_metrics(settings.planner_metrics_port, settings.bind_host)
+    initialize_metrics(settings)
     consumer = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.planner", auto_offset_reset="latest")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -113,6 +155,7 @@ def main() -> None:
                         ctx.producer.send(topics.DEAD_LETTER, value=dead_letter(
                             record.value, describe_validation_error(exc), service=SERVICE, source_topic=record.topic,
                             partition=record.partition, offset=record.offset).model_dump_json().encode())
+                        metrics.DEAD_LETTERS.labels(SERVICE).inc()
                         continue
                     handle_load_statistics(ctx, stats, time.time())
             ctx.producer.flush()

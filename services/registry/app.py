@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer, KafkaProducer
@@ -67,16 +68,19 @@ def _size_reason(exc: ValidationError) -> str | None:
     return None
 
 
-def reply(ctx: RegistryContext, answer: RegistrationReply) -> None:
+def reply(ctx: RegistryContext, answer: RegistrationReply, *, started: float | None = None) -> None:
+    """Send the answer; ``started`` (``time.perf_counter()`` at receipt) times the registration."""
     ctx.producer.send(topics.REGISTRY_REPLIES, key=answer.request_id.encode(), value=answer.model_dump_json().encode())
     metrics.REGISTRATIONS.labels(answer.status).inc()
+    if started is not None:
+        metrics.REGISTRATION_DURATION.labels(answer.status).observe(time.perf_counter() - started)
 
 
 def reject(ctx: RegistryContext, raw: bytes, reason: str, record, *, request_id: str, model_name: str,
-           app_id: str) -> None:
+           app_id: str, started: float | None = None) -> None:
     logger.info("rejected %r (%s): %s", model_name, request_id, reason)
     reply(ctx, RegistrationReply(request_id=request_id, model_name=model_name, app_id=app_id, status="rejected",
-                                 reason=reason[:2000], at=time.time()))
+                                 reason=reason[:2000], at=time.time()), started=started)
     ctx.producer.send(topics.DEAD_LETTER, value=dead_letter(
         raw, reason, service=SERVICE, source_topic=record.topic, partition=record.partition,
         offset=record.offset).model_dump_json().encode())
@@ -85,7 +89,7 @@ def reject(ctx: RegistryContext, raw: bytes, reason: str, record, *, request_id:
 
 def handle_register(ctx: RegistryContext, command: RegisterModel, raw: bytes, record) -> None:
     started = time.perf_counter()
-    ids = dict(request_id=command.request_id, model_name=command.model_name, app_id=command.app_id)
+    ids = dict(request_id=command.request_id, model_name=command.model_name, app_id=command.app_id, started=started)
     try:
         answer = register_model(command, config=ctx.config, store=ctx.store)
     except RegistrationRejected as exc:
@@ -97,7 +101,11 @@ def handle_register(ctx: RegistryContext, command: RegisterModel, raw: bytes, re
         return
     logger.info("registered %s for %s: %d variant profiles in %.1f s", command.model_name, command.app_id,
                 len(answer.variants), time.perf_counter() - started)
-    reply(ctx, answer)
+    try:
+        export_catalogue([ProfileSet.load(ctx.config.profiles_dir / REGISTERED_SUBDIR / f"{command.model_name}.json")])
+    except (OSError, ValueError):  # the store has the profiles; only the gauges would be late
+        logger.warning("cannot export the catalogue gauges of %s:\n%s", command.model_name, traceback.format_exc())
+    reply(ctx, answer, started=started)
 
 
 HANDLERS = {RegisterModel: handle_register}
@@ -107,10 +115,12 @@ def serve_registrations(ctx: RegistryContext, consumer: KafkaConsumer, stop: thr
     while not stop.is_set():
         for records in consumer.poll(timeout_ms=200, max_records=1).values():
             for record in records:
+                started = time.perf_counter()
                 try:
                     command = RegisterModel.model_validate_json(record.value)
                 except ValidationError as exc:
                     reject(ctx, record.value, _size_reason(exc) or describe_validation_error(exc), record,
+                           started=started,
                            **{f: best_effort_id(record.value, f) for f in ("request_id", "model_name", "app_id")})
                 else:
                     HANDLERS[type(command)](ctx, command, record.value, record)
@@ -145,7 +155,19 @@ def seed_catalogue(store: MetadataStore, settings: Settings) -> dict[str, str]:
     for app_id, families in settings.applications.items():
         for family in families:
             store.register_model(app_id, family)
+    export_catalogue(profile_sets)
     return {d.name: d.kind for ps in profile_sets for d in ps.devices}
+
+
+def export_catalogue(profile_sets: Iterable[ProfileSet]) -> None:
+    """Each variant's profiled accuracy and each device's price as gauges, for PromQL to join with traffic
+    (effective accuracy, running cost of the fleet)."""
+    for profile_set in profile_sets:
+        for device in profile_set.devices:
+            metrics.DEVICE_PRICE.labels(device.name).set(device.price_per_hour)
+        for profile in profile_set.variants:
+            if profile.accuracy is not None:
+                metrics.VARIANT_ACCURACY.labels(profile.variant).set(profile.accuracy)
 
 
 def bootstrap(settings: Settings) -> tuple[RegistryContext, KafkaConsumer, InstanceMonitor, KafkaConsumer]:
@@ -173,6 +195,10 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings()
     ctx, registrations, monitor, events = bootstrap(settings)
     metrics.serve_metrics(args.metrics_port or settings.registry_metrics_port, settings.bind_host)
+    for status in ("registered", "rejected"):  # at 0 before the first registration, so increase() counts it
+        metrics.REGISTRATIONS.labels(status)
+        metrics.REGISTRATION_DURATION.labels(status)
+    metrics.DEAD_LETTERS.labels(SERVICE)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     watcher = threading.Thread(target=follow_worker_events, args=(monitor, events, stop), daemon=True)

@@ -43,6 +43,7 @@ from shared.settings import Settings
 from shared.tensors import decode_batch
 
 SERVICE = "worker"
+COMMIT_INTERVAL_S = 0.2
 
 
 @dataclass
@@ -144,11 +145,14 @@ def heartbeat(ctx: WorkerContext, interval_s: float, stop: threading.Event) -> N
         stop.wait(interval_s)
 
 
-def serve(ctx: WorkerContext, consumer: KafkaConsumer, stop: threading.Event) -> None:
+def serve(ctx: WorkerContext, consumer: KafkaConsumer, stop: threading.Event, *, commit_interval_s: float) -> None:
+    """Results go out as each batch finishes; offsets move at most every ``commit_interval_s``, and only
+    after a flush: a crash redoes at most that much work, and the client drops the repeats."""
+    committed_at = time.monotonic()
+    pending = False
     while not stop.is_set():
         polled = consumer.poll(timeout_ms=200, max_records=64)
-        if not polled:
-            continue
+        pending = pending or bool(polled)
         for records in polled.values():
             for record in records:
                 received_at = time.time()
@@ -163,8 +167,12 @@ def serve(ctx: WorkerContext, consumer: KafkaConsumer, stop: threading.Event) ->
                 ctx.inflight = 1
                 HANDLERS[type(command)](ctx, command, received_at)
                 ctx.inflight = 0
-        ctx.producer.flush()  # everything these commands produced is on the broker ...
-        consumer.commit_async()  # ... before their offsets move
+        if pending and time.monotonic() - committed_at >= commit_interval_s:
+            ctx.producer.flush()  # everything the handled commands produced is on the broker ...
+            consumer.commit_async()  # ... before their offsets (the positions after them) move
+            committed_at, pending = time.monotonic(), False
+    ctx.producer.flush()
+    consumer.commit()
 
 
 def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerContext, KafkaConsumer]:
@@ -184,8 +192,7 @@ def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerConte
     ctx = WorkerContext(args.worker_id, executor, producer, max_batch=max_batch, price_per_hour=price)
     for variant in args.variants:
         handle_load(ctx, LoadVariant(worker_id=args.worker_id, variant=variant), time.time())
-    consumer = make_consumer(settings, topics.dispatch_topic(args.worker_id), group_id=topics.worker_group(args.worker_id),
-                             fetch_max_wait_ms=20)
+    consumer = make_consumer(settings, topics.dispatch_topic(args.worker_id), group_id=topics.worker_group(args.worker_id))
     return ctx, consumer
 
 
@@ -215,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        serve(ctx, consumer, stop)
+        serve(ctx, consumer, stop, commit_interval_s=COMMIT_INTERVAL_S)
     except KeyboardInterrupt:
         stop.set()
     finally:

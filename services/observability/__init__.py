@@ -1,0 +1,1 @@
+"""Observability: the Kafka consumer-lag exporter and the Grafana dashboard generator."""
