@@ -84,6 +84,8 @@ def main() -> None:
         metrics.FLEET_PLANS_RECEIVED.labels(outcome)
     metrics.DEAD_LETTERS.labels(SERVICE)
     consumer = make_consumer(settings, topics.PLANS, group_id="meridian.fleet", auto_offset_reset="latest")
+    # fetch the topic's metadata before the first join: a join that races it gets no partition
+    consumer.partitions_for_topic(topics.PLANS)
     producer = make_producer(settings)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

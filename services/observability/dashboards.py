@@ -228,131 +228,146 @@ def to_json(dashboard: Dashboard) -> dict:
 
 # --- the dashboards ------------------------------------------------------------------------------------
 
+def by(labels: str) -> str:
+    return f"sum by ({labels}) " if labels else "sum "
+
+
+def rate(sample: str, labels: str = "", window: str = "1m", where: str = "") -> str:
+    """``sum by (labels) (rate(sample{where}[window]))``."""
+    selector = f"{sample}{{{where}}}" if where else sample
+    return f"{by(labels)}(rate({selector}[{window}]))"
+
+
+def increase(sample: str, labels: str, window: str, where: str = "") -> str:
+    selector = f"{sample}{{{where}}}" if where else sample
+    return f"{by(labels)}(increase({selector}[{window}]))"
+
+
+def quantile(q: float, histogram: MetricWrapperBase, labels: str = "", window: str = "1m") -> str:
+    """The ``q`` quantile of a histogram's observations over ``window``, per ``labels``."""
+    return f"histogram_quantile({q}, {rate(bucket(histogram), ', '.join(filter(None, [labels, 'le'])), window)})"
+
+
+def per_app(rule: str) -> str:
+    return f"{rule}{{{APP}}}"
+
+
 def overview() -> Dashboard:
-    R = Rules
     return Dashboard("meridian-overview", "Meridian / Overview",
                      "Service level, accuracy, cost and health of the whole system.", [
         Row("Service level"),
-        Panel("SLO attainment (1m)", [Target(R.SLO_ATTAINMENT, "{{application}}")], "percentunit", kind="stat",
-              description="Queries answered ok within their own SLO, over every final result.", width=6, min=0, max=1),
-        Panel("Effective accuracy (1m)", [Target(R.EFFECTIVE_ACCURACY, "rows served")], "percentunit", kind="stat",
-              description="Profiled accuracy of the variants that served the dispatched rows, weighted by rows.",
+        Panel("SLO attainment (1m)", [Target(Rules.SLO_ATTAINMENT, "{{application}}")], "percentunit", kind="stat",
+              description="Queries answered ok within their own SLO, over every final result.",
               width=6, min=0, max=1),
-        Panel("Results by application and status", [Target(R.RESULTS_BY_STATUS, "{{application}} {{status}}")],
-              "reqps", description="Final results per second: ok and error from workers, rejected and "
-                                   "dropped from the scheduler."),
-        Panel("Goodput (ok within SLO)", [Target(R.GOODPUT, "{{application}}")], "reqps"),
-        Panel("End-to-end latency", [Target(R.LATENCY_P99, "p99 {{application}}"),
-                                     Target(R.LATENCY_P50, "p50 {{application}}")], "s",
+        Panel("Effective accuracy (1m)", [Target(Rules.EFFECTIVE_ACCURACY, "rows served")], "percentunit",
+              kind="stat", width=6, min=0, max=1,
+              description="Profiled accuracy of the variants that served the dispatched rows, weighted by rows."),
+        Panel("Results by application and status", [Target(Rules.RESULTS_BY_STATUS, "{{application}} {{status}}")],
+              "reqps", description="Final results per second: ok and error from workers, rejected and dropped "
+                                   "from the scheduler."),
+        Panel("Goodput (ok within SLO)", [Target(Rules.GOODPUT, "{{application}}")], "reqps"),
+        Panel("End-to-end latency", [Target(Rules.LATENCY_P99, "p99 {{application}}"),
+                                     Target(Rules.LATENCY_P50, "p50 {{application}}")], "s",
               description="Client send to result sent (workers' histogram)."),
         Panel("SLO error budget burn rate (1h)",
-              [Target(f"{R.SLO_ERRORS['1h']} / {ERROR_BUDGET}", "{{application}}")], "x",
-              description=f"How many times faster than sustainable the error budget ({ERROR_BUDGET:.0%}) burns; the "
-              "fast-burn alert pages above 14.4."),
+              [Target(f"{Rules.SLO_ERRORS['1h']} / {ERROR_BUDGET}", "{{application}}")], "x",
+              description=f"How many times faster than sustainable the error budget ({ERROR_BUDGET:.0%}) burns; "
+                          "the fast-burn alert pages above 14.4."),
         Row("Cost"),
-        Panel("Fleet cost, running", [Target(R.RUNNING_COST, "running")], "currencyUSD", kind="stat",
-              description="Live workers times their device's $/h.", width=6),
-        Panel("Fleet cost, planned", [Target(R.PLANNED_COST, "planned")], "currencyUSD", kind="stat",
-              description="The planner's latest plans, over every planned application.", width=6),
+        Panel("Fleet cost, running", [Target(Rules.RUNNING_COST, "running")], "currencyUSD", kind="stat", width=6,
+              description="Live workers times their device's $/h."),
+        Panel("Fleet cost, planned", [Target(Rules.PLANNED_COST, "planned")], "currencyUSD", kind="stat", width=6,
+              description="The planner's latest plans, over every planned application."),
         Panel("Cost per 1,000 answered queries",
-              [Target(R.COST_PER_1K, "running fleet"), Target(R.PLANNED_COST_PER_1K, "planned fleet")],
+              [Target(Rules.COST_PER_1K, "running fleet"), Target(Rules.PLANNED_COST_PER_1K, "planned fleet")],
               "currencyUSD"),
         Row("System"),
         Panel("Live workers", [Target(f"max({gauge(metrics.WORKERS_KNOWN)})", "scheduler sees"),
                                Target(f"count({gauge(metrics.WORKER_INFO)} == 1)", "exporting metrics")],
-              "short", kind="stat", width=6),
-        Panel("Scrape targets up", [Target("sum by (service) (up)", "{{service}}")], "short", kind="stat",
-              description="Up targets per service (file_sd entries of services/launcher.py).", width=6),
+              kind="stat", width=6),
+        Panel("Scrape targets up", [Target("sum by (service) (up)", "{{service}}")], kind="stat", width=6,
+              description="Up targets per service (file_sd entries of services/launcher.py)."),
         Panel("Queue depth", [Target(f"sum by (application) ({gauge(metrics.QUEUE_DEPTH)})", "{{application}}")],
-              "short", width=6),
-        Panel("Consumer lag by group", [Target(R.LAG_BY_GROUP, "{{group}}")], "short", width=6),
-        Panel("Dead letters (5m)",
-              [Target(f"sum by (service) (increase({total(metrics.DEAD_LETTERS)}[5m]))", "{{service}}")],
-              "short", width=12),
-        Panel("Queries sent by clients", [
-            Target(f"sum by (application) (rate({total(metrics.CLIENT_QUERIES_SENT)}[1m]))", "{{application}}")],
-              "reqps", description="Queries/s the load generator sends.", width=12),
+              width=6),
+        Panel("Consumer lag by group", [Target(Rules.LAG_BY_GROUP, "{{group}}")], width=6),
+        Panel("Dead letters (5m)", [Target(increase(total(metrics.DEAD_LETTERS), "service", "5m"), "{{service}}")]),
+        Panel("Queries sent by clients", [Target(rate(total(metrics.CLIENT_QUERIES_SENT), "application"),
+                                                 "{{application}}")], "reqps",
+              description="Queries/s the load generator sends."),
     ])
 
 
 def application() -> Dashboard:
-    R = Rules
     return Dashboard("meridian-application", "Meridian / Application",
                      "One application: traffic, SLO, latency per hop, queue and its planned fleet.", [
         Row("Traffic and SLO"),
-        Panel("Results by status", [Target(f"{R.RESULTS_BY_STATUS}{{{APP}}}", "{{status}}")], "reqps"),
-        Panel("Throughput and goodput", [Target(f"{R.RESULTS}{{{APP}}}", "all final results"),
-                                         Target(f"{R.GOODPUT}{{{APP}}}", "ok within SLO")], "reqps"),
-        Panel("SLO attainment (1m)", [Target(f"{R.SLO_ATTAINMENT}{{{APP}}}", "attainment")], "percentunit",
+        Panel("Results by status", [Target(per_app(Rules.RESULTS_BY_STATUS), "{{status}}")], "reqps"),
+        Panel("Throughput and goodput", [Target(per_app(Rules.RESULTS), "all final results"),
+                                         Target(per_app(Rules.GOODPUT), "ok within SLO")], "reqps"),
+        Panel("SLO attainment (1m)", [Target(per_app(Rules.SLO_ATTAINMENT), "attainment")], "percentunit",
               kind="stat", width=6, min=0, max=1),
         Panel("Error budget burn rate",
-              [Target(f"{R.SLO_ERRORS[w]}{{{APP}}} / {ERROR_BUDGET}", w) for w in ("5m", "1h", "6h")], "x",
-              description="Pages when the 1h and 5m burn rates both exceed 14.4; a ticket at 6 over 6h and 30m.", width=6),
-        Panel("Results by status and reason (5m)", [Target(
-            f"sum by (status, reason) (increase({total(metrics.RESULTS)}{{{APP}}}[5m]))", "{{status}} {{reason}}")],
-              "short"),
+              [Target(f"{per_app(Rules.SLO_ERRORS[w])} / {ERROR_BUDGET}", w) for w in ("5m", "1h", "6h")], "x",
+              description="Pages when the 1h and 5m burn rates both exceed 14.4; a ticket at 6 over 6h and 30m.",
+              width=6),
+        Panel("Results by status and reason (5m)",
+              [Target(increase(total(metrics.RESULTS), "status, reason", "5m", APP), "{{status}} {{reason}}")]),
         Row("Latency"),
-        Panel("End-to-end latency", [Target(f"{R.LATENCY_P99}{{{APP}}}", "p99"),
-                                     Target(f"{R.LATENCY_P50}{{{APP}}}", "p50")], "s"),
-        Panel("p99 by hop", [Target(f"{R.HOP_P99}{{{APP}}}", "{{hop}}")], "s",
+        Panel("End-to-end latency", [Target(per_app(Rules.LATENCY_P99), "p99"),
+                                     Target(per_app(Rules.LATENCY_P50), "p50")], "s"),
+        Panel("p99 by hop", [Target(per_app(Rules.HOP_P99), "{{hop}}")], "s",
               description="queue_wait in the scheduler, dispatch through Kafka, compute on the worker."),
-        Panel("Latency distribution", [Target(
-            f"sum by (le) (increase({bucket(metrics.QUERY_LATENCY)}{{{APP}}}[1m]))", "{{le}}")], "s", kind="heatmap"),
-        Panel("Client-observed p99 (ok results)", [Target(f"{R.CLIENT_P99}{{{APP}}}", "p99")], "s",
-              description="Send to result received, as the load generator saw it.", width=6),
-        Panel("Queue depth", [Target(f"{gauge(metrics.QUEUE_DEPTH)}{{{APP}}}", "queued")], "short", width=6),
+        Panel("Latency distribution", [Target(increase(bucket(metrics.QUERY_LATENCY), "le", "1m", APP), "{{le}}")],
+              "s", kind="heatmap"),
+        Panel("Client-observed p99 (ok results)", [Target(per_app(Rules.CLIENT_P99), "p99")], "s", width=6,
+              description="Send to result received, as the load generator saw it."),
+        Panel("Queue depth", [Target(per_app(gauge(metrics.QUEUE_DEPTH)), "queued")], width=6),
         Row("Planned fleet"),
-        Panel("Planned cost", [Target(f"{gauge(metrics.FLEET_COST)}{{{APP}}}", "$/h")], "currencyUSD", kind="stat",
-              description="The planner's latest plan for this application.", width=6),
-        Panel("Planned workers by device", [Target(f"{gauge(metrics.PLANNED_WORKERS)}{{{APP}}}", "{{device}}")],
-              "short", kind="bargauge", width=6),
+        Panel("Planned cost", [Target(per_app(gauge(metrics.FLEET_COST)), "$/h")], "currencyUSD", kind="stat",
+              width=6, description="The planner's latest plan for this application."),
+        Panel("Planned workers by device", [Target(per_app(gauge(metrics.PLANNED_WORKERS)), "{{device}}")],
+              kind="bargauge", width=6),
     ], variables=[Variable("application", "Application", f"label_values({total(metrics.RESULTS)}, application)")])
 
 
 def fleet() -> Dashboard:
-    R = Rules
     return Dashboard("meridian-fleet", "Meridian / Fleet",
                      "Workers (device type, emulation, utilization, variants), the fleet service, Kafka lag.", [
         Row("Workers"),
-        Panel("Workers by device", [Target(R.WORKERS, "{{device}} emulated={{emulated}}")], "short"),
-        Panel("Worker utilization (1m)", [Target(R.UTILIZATION, "{{worker}} ({{device}})")], "percentunit",
+        Panel("Workers by device", [Target(Rules.WORKERS, "{{device}} emulated={{emulated}}")]),
+        Panel("Worker utilization (1m)", [Target(Rules.UTILIZATION, "{{worker}} ({{device}})")], "percentunit",
               description="Fraction of wall time spent computing batches.", min=0, max=1),
-        Panel("Workers", [Target(f"{gauge(metrics.WORKER_INFO)} == 1", "")], "short", kind="table",
+        Panel("Workers", [Target(f"{gauge(metrics.WORKER_INFO)} == 1")], kind="table",
               description="Every live worker with its device type and whether it is emulated."),
-        Panel("Loaded variants per worker", [Target(gauge(metrics.WORKER_LOADED_VARIANTS), "{{worker}}")], "short"),
+        Panel("Loaded variants per worker", [Target(gauge(metrics.WORKER_LOADED_VARIANTS), "{{worker}}")]),
         Panel("Rows per batch by variant", [
-            Target(f"histogram_quantile(0.5, sum by (variant, le) (rate({bucket(metrics.DISPATCHED_BATCH_ROWS)}[1m])))",
-                   "p50 {{variant}}"),
-            Target(f"histogram_quantile(0.99, sum by (variant, le) (rate({bucket(metrics.DISPATCHED_BATCH_ROWS)}[1m])))",
-                   "p99 {{variant}}")], "short"),
-        Panel("Dispatched rows by variant", [
-            Target(f"sum by (variant) (rate({hsum(metrics.DISPATCHED_BATCH_ROWS)}[1m]))", "{{variant}}")],
-              "short", description="Rows/s the scheduler dispatched to each variant."),
+            Target(quantile(0.5, metrics.DISPATCHED_BATCH_ROWS, "variant"), "p50 {{variant}}"),
+            Target(quantile(0.99, metrics.DISPATCHED_BATCH_ROWS, "variant"), "p99 {{variant}}")]),
+        Panel("Dispatched rows by variant", [Target(rate(hsum(metrics.DISPATCHED_BATCH_ROWS), "variant"),
+                                                    "{{variant}}")],
+              description="Rows/s the scheduler dispatched to each variant."),
         Row("Fleet service and cost"),
         Panel("Workers the fleet service runs", [
-            Target(f"sum by (device, emulated) ({gauge(metrics.FLEET_WORKERS)})", "{{device}} emulated={{emulated}}")],
-              "short"),
-        Panel("Scaling actions (15m)", [Target(
-            f"sum by (action, device) (increase({total(metrics.SCALING_ACTIONS)}[15m]))", "{{action}} {{device}}")],
-              "short", description="Workers started and stopped to apply plans."),
+            Target(f"sum by (device, emulated) ({gauge(metrics.FLEET_WORKERS)})", "{{device}} emulated={{emulated}}")]),
+        Panel("Scaling actions (15m)", [Target(increase(total(metrics.SCALING_ACTIONS), "action, device", "15m"),
+                                               "{{action}} {{device}}")],
+              description="Workers started and stopped to apply plans."),
         Panel("Running cost by device", [Target(running_cost_by_device(), "{{device}}")], "currencyUSD"),
-        Panel("Fleet cost: running and planned", [Target(R.RUNNING_COST, "running"),
-                                                  Target(R.PLANNED_COST, "planned")], "currencyUSD"),
+        Panel("Fleet cost: running and planned", [Target(Rules.RUNNING_COST, "running"),
+                                                  Target(Rules.PLANNED_COST, "planned")], "currencyUSD"),
         Row("Kafka"),
-        Panel("Consumer lag", [Target(gauge(metrics.CONSUMER_LAG), "{{group}} {{topic}}")], "short",
+        Panel("Consumer lag", [Target(gauge(metrics.CONSUMER_LAG), "{{group}} {{topic}}")],
               description="Messages behind the log end, from services.observability.lag_exporter."),
-        Panel("Lag growth", [Target(R.LAG_GROWTH, "{{group}} {{topic}}")], "short",
+        Panel("Lag growth", [Target(Rules.LAG_GROWTH, "{{group}} {{topic}}")],
               description="Messages/s the lag grows (> 0) or shrinks (< 0)."),
-        Panel("Consumer group members", [Target(gauge(metrics.CONSUMER_GROUP_MEMBERS), "{{group}}")], "short"),
-        Panel("Lag collections", [
-            Target(f"sum by (status) (rate({total(metrics.LAG_COLLECTIONS)}[1m]))", "{{status}}"),
-            Target(f"histogram_quantile(0.99, sum by (le) (rate({bucket(metrics.LAG_COLLECT_DURATION)}[5m])))",
-                   "p99 seconds")], "short"),
+        Panel("Consumer group members", [Target(gauge(metrics.CONSUMER_GROUP_MEMBERS), "{{group}}")]),
+        Panel("Lag collections", [Target(rate(total(metrics.LAG_COLLECTIONS), "status"), "{{status}}/s"),
+                                  Target(quantile(0.99, metrics.LAG_COLLECT_DURATION, window="5m"), "p99 seconds")]),
         Row("Processes"),
-        Panel("CPU by process", [Target("sum by (process) (rate(process_cpu_seconds_total[1m]))", "{{process}}")],
-              "percentunit", description="CPU seconds per second of each Meridian process (1 = one core)."),
-        Panel("Resident memory by process", [
-            Target("sum by (process) (process_resident_memory_bytes)", "{{process}}")], "bytes"),
+        Panel("CPU by process", [Target(rate("process_cpu_seconds_total", "process"), "{{process}}")], "percentunit",
+              description="CPU seconds per second of each Meridian process (1 = one core)."),
+        Panel("Resident memory by process", [Target("sum by (process) (process_resident_memory_bytes)",
+                                                    "{{process}}")], "bytes"),
     ])
 
 
@@ -361,38 +376,31 @@ def planner() -> Dashboard:
                      "Plans (status, solve time, chosen fleet, cost), how the fleet applied them, and the model "
                      "registry's catalogue.", [
         Row("Plans"),
-        Panel("Plans by status (1h)", [Target(
-            f"sum by (status) (increase({total(metrics.PLANS)}[1h]))", "{{status}}")], "short", kind="bargauge",
-              description="Plans published; infeasible ones keep the previous fleet (and alert).", width=8),
+        Panel("Plans by status (1h)", [Target(increase(total(metrics.PLANS), "status", "1h"), "{{status}}")],
+              kind="bargauge", width=8,
+              description="Plans published; infeasible ones keep the previous fleet (and alert)."),
         Panel("Solve time", [
-            Target(f"histogram_quantile(0.99, sum by (planner, le) (rate({bucket(metrics.PLANNER_SOLVE)}[1h])))",
-                   "p99 {{planner}}"),
+            Target(quantile(0.99, metrics.PLANNER_SOLVE, "planner", "1h"), "p99 {{planner}}"),
             Target(f"sum by (planner) ({hsum(metrics.PLANNER_SOLVE)}) / sum by (planner) "
                    f"({hcount(metrics.PLANNER_SOLVE)} > 0)", "mean since start {{planner}}")], "s", width=8),
-        Panel("Time since the last plan", [
-            Target(f"time() - {gauge(metrics.PLAN_TIMESTAMP)}", "{{application}}")], "s", kind="stat", width=8),
+        Panel("Time since the last plan", [Target(f"time() - {gauge(metrics.PLAN_TIMESTAMP)}", "{{application}}")],
+              "s", kind="stat", width=8),
         Panel("Planned workers by device", [
-            Target(f"sum by (application, device) ({gauge(metrics.PLANNED_WORKERS)})", "{{application}} {{device}}")],
-              "short"),
+            Target(f"sum by (application, device) ({gauge(metrics.PLANNED_WORKERS)})", "{{application}} {{device}}")]),
         Panel("Planned cost by application", [Target(gauge(metrics.FLEET_COST), "{{application}}")], "currencyUSD"),
-        Panel("Plans the fleet received (1h)", [Target(
-            f"sum by (outcome) (increase({total(metrics.FLEET_PLANS_RECEIVED)}[1h]))", "{{outcome}}")],
-              "short", kind="bargauge", description="applied, or skipped (infeasible)."),
-        Panel("Scaling actions (1h)", [Target(
-            f"sum by (service, action) (increase({total(metrics.SCALING_ACTIONS)}[1h]))", "{{service}} {{action}}")],
-              "short", kind="bargauge"),
+        Panel("Plans the fleet received (1h)", [Target(increase(total(metrics.FLEET_PLANS_RECEIVED), "outcome", "1h"),
+                                                       "{{outcome}}")],
+              kind="bargauge", description="applied, or skipped (infeasible)."),
+        Panel("Scaling actions (1h)", [Target(increase(total(metrics.SCALING_ACTIONS), "service, action", "1h"),
+                                              "{{service}} {{action}}")], kind="bargauge"),
         Row("Model registry (INFaaS)"),
-        Panel("Registrations by status (1h)", [Target(
-            f"sum by (status) (increase({total(metrics.REGISTRATIONS)}[1h]))", "{{status}}")], "short", kind="bargauge",
-              width=8),
-        Panel("Registration time (p99, 1h)", [Target(
-            f"histogram_quantile(0.99, sum by (status, le) (rate({bucket(metrics.REGISTRATION_DURATION)}[1h])))",
-            "{{status}}")], "s", width=8),
-        Panel("Registry ready", [Target(f"max({gauge(metrics.REGISTRY_READY)})", "ready")], "short", kind="stat",
-              width=8),
-        Panel("Profiled accuracy by variant", [
-            Target(f"max by (variant) ({gauge(metrics.VARIANT_ACCURACY)})", "{{variant}}")], "percentunit",
-              kind="bargauge", min=0, max=1),
+        Panel("Registrations by status (1h)", [Target(increase(total(metrics.REGISTRATIONS), "status", "1h"),
+                                                      "{{status}}")], kind="bargauge", width=8),
+        Panel("Registration time (p99, 1h)", [Target(quantile(0.99, metrics.REGISTRATION_DURATION, "status", "1h"),
+                                                     "{{status}}")], "s", width=8),
+        Panel("Registry ready", [Target(f"max({gauge(metrics.REGISTRY_READY)})", "ready")], kind="stat", width=8),
+        Panel("Profiled accuracy by variant", [Target(f"max by (variant) ({gauge(metrics.VARIANT_ACCURACY)})",
+                                                      "{{variant}}")], "percentunit", kind="bargauge", min=0, max=1),
         Panel("Device prices", [Target(f"max by (device) ({gauge(metrics.DEVICE_PRICE)})", "{{device}}")],
               "currencyUSD", kind="bargauge"),
     ])

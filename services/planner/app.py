@@ -143,6 +143,8 @@ def main() -> None:
     metrics.serve_metrics(settings.planner_metrics_port, settings.bind_host)
     initialize_metrics(settings)
     consumer = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.planner", auto_offset_reset="latest")
+    # fetch the topic's metadata before the first join: a join that races it gets no partition
+    consumer.partitions_for_topic(topics.LOAD_STATS)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

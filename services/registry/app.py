@@ -180,6 +180,8 @@ def bootstrap(settings: Settings) -> tuple[RegistryContext, KafkaConsumer, Insta
     device_kinds = seed_catalogue(store, settings)
     ctx = RegistryContext(RegistrarConfig(settings.models_dir, settings.profiles_dir), store, make_producer(settings))
     registrations = make_consumer(settings, topics.REGISTRATIONS, group_id=GROUP, max_poll_interval_ms=600_000)
+    # fetch the topic's metadata before the first join: a join that races it gets no partition
+    registrations.partitions_for_topic(topics.REGISTRATIONS)
     events = make_consumer(settings, topics.WORKER_EVENTS, group_id=None, auto_offset_reset="latest")
     monitor = InstanceMonitor(store, device_kinds=device_kinds, worker_timeout_s=3 * settings.heartbeat_interval_s,
                               last_flush_s=time.time())

@@ -64,7 +64,8 @@ def test_the_brief_s_alerts_exist() -> None:
 
 def test_the_local_and_compose_prometheus_load_every_rule_file() -> None:
     template = (PROMETHEUS_DIR / "prometheus.local.yml.template").read_text()
-    assert '"@RULES_DIR@/*.yml"' in template and 'RULES_DIR@|$here/rules' in (PROMETHEUS_DIR / "prometheus.sh").read_text()
+    script = (PROMETHEUS_DIR / "prometheus.sh").read_text()
+    assert '"@RULES_DIR@/*.yml"' in template and "RULES_DIR@|$here/rules" in script
     compose_config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.compose.yml").read_text())
     assert compose_config["rule_files"] == ["/etc/prometheus/rules/*.yml"]
     compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
