@@ -91,3 +91,9 @@ LAG_COLLECT_DURATION = Histogram(
 # Clients (the load generator).
 CLIENT_QUERIES_SENT = Counter(
     "meridian_client_queries_sent_total", "Queries a client sent.", ["application"])
+
+# Rows answered ok per application and variant: with meridian_variant_accuracy_ratio, the effective accuracy of
+# each application. To be incremented by the worker (services/worker/app.py, handle_dispatch).
+SERVED_ROWS = Counter(
+    "meridian_served_rows_total", "Rows answered ok, by application and the variant that served them.",
+    ["application", "variant"])

@@ -11,6 +11,7 @@ Layout (see README "Topics"):
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -56,13 +57,27 @@ def core_topics(settings: Settings) -> list[TopicSpec]:
     ]
 
 
-def ensure_topics(admin: KafkaAdminClient, specs: list[TopicSpec]) -> None:
-    """Create missing topics (the broker does not auto-create; faust needs them before it starts)."""
+def ensure_topics(admin: KafkaAdminClient, specs: list[TopicSpec], *, timeout_s: float = 30.0) -> None:
+    """Create missing topics and wait until every partition has a leader.
+
+    The broker does not auto-create topics, and a consumer that subscribes before a new topic's
+    metadata is visible is assigned nothing until its next metadata refresh (minutes later).
+    """
     existing = set(admin.list_topics())
     missing = [NewTopic(s.name, num_partitions=s.partitions, replication_factor=1) for s in specs if s.name not in existing]
-    if not missing:
-        return
-    try:
-        admin.create_topics(missing)
-    except TopicAlreadyExistsError:
-        pass
+    if missing:
+        try:
+            admin.create_topics(missing)
+        except TopicAlreadyExistsError:
+            pass
+    wanted = {s.name: s.partitions for s in specs}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ready = {t["name"] for t in admin.describe_topics(list(wanted))
+                 if t["error_code"] == 0 and len(t["partitions"]) == wanted[t["name"]]
+                 and all(p["leader_id"] >= 0 for p in t["partitions"])}
+        if ready == set(wanted):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topics without leaders after {timeout_s:g} s: {sorted(set(wanted) - ready)}")
+        time.sleep(0.1)

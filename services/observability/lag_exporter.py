@@ -99,6 +99,7 @@ def run(settings: Settings, stop: threading.Event, *, interval_s: float, group_p
     """Collect every ``interval_s`` until ``stop``; a failed round is counted and retried next round."""
     gauges = LagGauges()
     admin: KafkaAdminClient | None = None
+    failing = False
     for status in ("ok", "error"):
         metrics.LAG_COLLECTIONS.labels(status)
     while not stop.is_set():
@@ -108,11 +109,17 @@ def run(settings: Settings, stop: threading.Event, *, interval_s: float, group_p
             gauges.update(collect(admin, group_prefix=group_prefix))
         except (KafkaError, OSError, ValueError, KeyError):
             metrics.LAG_COLLECTIONS.labels("error").inc()
-            print(f"{SERVICE}: collection failed:\n{traceback.format_exc(limit=3)}", flush=True)
+            if not failing:  # log the first failure of a run of them, not every round
+                print(f"{SERVICE}: collection failed (retrying every {interval_s:g} s):\n"
+                      f"{traceback.format_exc(limit=3)}", flush=True)
+            failing = True
             if admin is not None:
                 admin.close()
                 admin = None  # reconnect next round (the broker may have restarted)
         else:
+            if failing:
+                print(f"{SERVICE}: collecting again", flush=True)
+            failing = False
             metrics.LAG_COLLECTIONS.labels("ok").inc()
             metrics.LAG_COLLECT_DURATION.observe(time.perf_counter() - started)
         stop.wait(max(0.0, interval_s - (time.perf_counter() - started)))

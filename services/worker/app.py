@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pydantic import ValidationError
 
 from schemas import (
@@ -192,7 +192,12 @@ def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerConte
     ctx = WorkerContext(args.worker_id, executor, producer, max_batch=max_batch, price_per_hour=price)
     for variant in args.variants:
         handle_load(ctx, LoadVariant(worker_id=args.worker_id, variant=variant), time.time())
-    consumer = make_consumer(settings, topics.dispatch_topic(args.worker_id), group_id=topics.worker_group(args.worker_id))
+    # The worker's topic has one partition and one reader: assign it (no group rebalances to wait for)
+    # and commit under the worker's group, so a restart with the same id resumes where it stopped.
+    consumer = make_consumer(settings, group_id=topics.worker_group(args.worker_id))
+    partition = TopicPartition(topics.dispatch_topic(args.worker_id), 0)
+    consumer.assign([partition])
+    consumer.position(partition)  # ready to read before the first heartbeat announces the worker
     return ctx, consumer
 
 

@@ -34,7 +34,7 @@ from shared.kafka_io import make_consumer, make_producer
 from shared.sim.arrivals import deeprecsys_sizes
 from tests.integration.helpers import digits_rows, make_query
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 PORTS = {"registry": 19341, "planner": 19342, "fleet": 19343, "lag_exporter": 19344, "loadgen": 19345}
 KAIROS_ENV = {

@@ -109,11 +109,15 @@ def test_monitor_turns_worker_events_into_instance_state(registered, settings, s
         return store.get_instance(variant.variant, worker_id)
 
     try:
-        wait_until(lambda: (found := instance()) is not None and found.qps > 0, 20, "the instance in Redis")
-        assert store.get_instance(variant.variant, worker_id).state is InstanceState.ACTIVE
+        def indexed_active() -> bool:
+            found = instance()
+            fleet = store.fleet_state([registered[0].model_name], [variant.device])
+            return (found is not None and found.qps > 0 and found.state is InstanceState.ACTIVE
+                    and fleet.active.get((variant.variant, variant.device)) == worker_id)
+
+        # the monitor flushes every ~2 s: wait for one flush that saw both the heartbeat and the batch
+        wait_until(indexed_active, 20, "the instance Active in Redis and in the fleet index")
         assert store.get_worker(worker_id).utilization == 0.25
-        assert store.fleet_state([registered[0].model_name], [variant.device]).active[
-            (variant.variant, variant.device)] == worker_id
         send(WorkerStopped(worker_id=worker_id, at=time.time()))
         wait_until(lambda: store.get_worker(worker_id) is None, 10, "the stopped worker to be forgotten")
         assert store.get_instance(variant.variant, worker_id) is None

@@ -82,3 +82,16 @@ def test_promtool_checks_the_compose_config_with_the_rules(tmp_path) -> None:
     result = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_runs_and_scrapes_the_lag_exporter_with_service_labels() -> None:
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+    command = compose["lag-exporter"]["command"]
+    assert command[:3] == ["python", "-m", "services.observability.lag_exporter"]
+    port = int(command[command.index("--metrics-port") + 1])
+    assert f"127.0.0.1:{port}:{port}" in compose["lag-exporter"]["ports"]
+    config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.compose.yml").read_text())
+    static = [sc for job in config["scrape_configs"] for sc in job["static_configs"]]
+    assert any(f"lag-exporter:{port}" in sc["targets"] for sc in static)
+    assert all(sc.get("labels", {}).get("service") for sc in static), "alerts select targets by `service`"
+    assert {sc["labels"]["service"] for sc in static} >= {"scheduler", "worker", "lag_exporter"}

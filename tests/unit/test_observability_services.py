@@ -1,15 +1,18 @@
 """The metrics the planner, fleet, registry and lag exporter export for their decisions."""
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 from kafka import TopicPartition
+from kafka.errors import KafkaTimeoutError
 from kafka.structs import OffsetAndMetadata, OffsetAndTimestamp
 from prometheus_client import REGISTRY
 
 from schemas import AllocationPlan, LoadStatistics, PlanPlacement
 from services.fleet.app import Fleet
+from services.observability import lag_exporter
 from services.observability.lag_exporter import LagGauges, LagSnapshot, collect
 from services.planner.app import ApplicationPlanning, PlannerContext, handle_load_statistics, make_application_planning
 from services.registry.app import export_catalogue
@@ -55,6 +58,9 @@ class FakeAdmin:
 
     def list_partition_offsets(self, specs):
         return {tp: OffsetAndTimestamp(self.ends[tp], -1, 0) for tp in specs}
+
+    def close(self) -> None:
+        pass
 
 
 def test_lag_is_summed_per_group_and_topic_over_committed_partitions() -> None:
@@ -143,3 +149,27 @@ def test_the_registry_exports_accuracy_per_variant_and_price_per_device() -> Non
         assert value("meridian_variant_accuracy_ratio", variant=profile.variant) == profile.accuracy
     for device in profiles.devices:
         assert value("meridian_device_price_dollars_per_hour", device=device.name) == device.price_per_hour
+
+
+def test_the_exporter_survives_an_unreachable_broker_and_recovers(monkeypatch) -> None:
+    attempts = []
+
+    def make_admin(settings):
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise KafkaTimeoutError("Unable to bootstrap")
+        return FakeAdmin()
+
+    monkeypatch.setattr(lag_exporter, "make_admin", make_admin)
+    errors = value("meridian_kafka_lag_collections_total", status="error") or 0.0
+    stop = threading.Event()
+    thread = threading.Thread(target=lag_exporter.run, args=(Settings(), stop), kwargs={"interval_s": 0.01})
+    thread.start()
+    deadline = time.monotonic() + 10
+    while value("meridian_kafka_consumer_lag_messages", group="meridian-scheduler",
+                topic="meridian.queries") != 15 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(timeout=5)
+    assert value("meridian_kafka_consumer_lag_messages", group="meridian-scheduler", topic="meridian.queries") == 15
+    assert value("meridian_kafka_lag_collections_total", status="error") == errors + 2
