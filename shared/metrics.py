@@ -81,7 +81,9 @@ CONSUMER_LAG = Gauge(
     "Messages a consumer group is behind the log end, summed over the topic's partitions it committed.",
     ["group", "topic"])
 CONSUMER_GROUP_MEMBERS = Gauge(
-    "meridian_kafka_consumer_group_members", "Members of a consumer group (0: nobody consumes).", ["group"])
+    "meridian_kafka_consumer_group_members",
+    "Subscribed members of a consumer group (readers that assign their partitions, like workers, count 0).",
+    ["group"])
 LAG_COLLECTIONS = Counter(
     "meridian_kafka_lag_collections_total", "Lag collection rounds, by outcome (ok, error).", ["status"])
 LAG_COLLECT_DURATION = Histogram(

@@ -64,5 +64,6 @@ class Settings(BaseSettings):
     planner_metrics_port: int = 9110
     fleet_metrics_port: int = 9111
     registry_metrics_port: int = 9112
+    lag_exporter_metrics_port: int = 9113
     bind_host: str = "127.0.0.1"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)

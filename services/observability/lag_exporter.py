@@ -30,7 +30,6 @@ from shared.settings import Settings
 
 SERVICE = "lag_exporter"
 #: default metrics port (beside the other services' 9101..9112)
-DEFAULT_METRICS_PORT = 9113
 DEFAULT_INTERVAL_S = 2.0
 
 
@@ -127,7 +126,7 @@ def run(settings: Settings, stop: threading.Event, *, interval_s: float, group_p
         admin.close()
 
 
-def start_lag_exporter(launcher, *, metrics_port: int = DEFAULT_METRICS_PORT, interval_s: float = DEFAULT_INTERVAL_S,
+def start_lag_exporter(launcher, *, metrics_port: int, interval_s: float = DEFAULT_INTERVAL_S,
                        extra_env: dict[str, str] | None = None):
     """Start the exporter as process ``lag_exporter`` of a `services.launcher.LocalLauncher` (a scrape target)."""
     return launcher.start_service(SERVICE, "services.observability.lag_exporter", "--metrics-port", str(metrics_port),
@@ -137,7 +136,7 @@ def start_lag_exporter(launcher, *, metrics_port: int = DEFAULT_METRICS_PORT, in
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m services.observability.lag_exporter",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT)
+    parser.add_argument("--metrics-port", type=int, default=None, help="default: MERIDIAN_LAG_EXPORTER_METRICS_PORT")
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S, help="seconds between collections")
     parser.add_argument("--group-prefix", default="", help="only groups whose id starts with this")
     return parser.parse_args(argv)
@@ -146,7 +145,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     settings = Settings()
-    metrics.serve_metrics(args.metrics_port, settings.bind_host)
+    metrics.serve_metrics(args.metrics_port or settings.lag_exporter_metrics_port, settings.bind_host)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

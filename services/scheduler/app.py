@@ -220,3 +220,6 @@ def prepare() -> None:
     finally:
         admin.close()
     metrics.serve_metrics(settings.scheduler_metrics_port, settings.bind_host)
+    metrics.DEAD_LETTERS.labels(SERVICE)  # series exist before the first event
+    for application in settings.applications:
+        metrics.QUEUE_DEPTH.labels(application).set(0)

@@ -93,6 +93,8 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
                 result_sent=sent)))
         ctx.producer.send(topics.RESULTS, key=query.query_id.encode(), value=result.model_dump_json().encode())
         observe_result(result, query.slo_ms, compute_s)
+        if error is None:
+            metrics.SERVED_ROWS.labels(query.application, batch.variant).inc(query.batch_size)
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchFinished(
         worker_id=ctx.worker_id, batch_id=batch.batch_id, variant=batch.variant, device=ctx.executor.device,
         rows=rows, compute_ms=compute_s * 1000.0, ok=error is None, at=time.time()).model_dump_json().encode())
@@ -220,6 +222,10 @@ def main(argv: list[str] | None = None) -> None:
     ctx, consumer = bootstrap(args, settings)
     metrics.serve_metrics(args.metrics_port or settings.worker_metrics_port, settings.bind_host)
     metrics.WORKER_INFO.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label).set(1)
+    metrics.WORKER_BUSY.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label)  # series exist while idle
+    metrics.DEAD_LETTERS.labels(SERVICE)
+    for application in settings.applications:
+        metrics.GOODPUT.labels(application)
     stop = threading.Event()
     beat = threading.Thread(target=heartbeat, args=(ctx, settings.heartbeat_interval_s, stop), daemon=True)
     beat.start()
