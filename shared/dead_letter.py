@@ -5,7 +5,11 @@ import base64
 import json
 import time
 
+from kafka import KafkaProducer
+from kafka.consumer.fetcher import ConsumerRecord
+
 from schemas import MAX_DEAD_LETTER_BYTES, DeadLetter
+from shared import metrics, topics
 
 
 def dead_letter(raw: bytes, reason: str, *, service: str, source_topic: str, partition: int | None = None,
@@ -14,6 +18,14 @@ def dead_letter(raw: bytes, reason: str, *, service: str, source_topic: str, par
     return DeadLetter(source_topic=source_topic, partition=partition, offset=offset,
                       raw_b64=base64.b64encode(kept).decode(), truncated=len(kept) < len(raw),
                       reason=reason[:2000], service=service, at=time.time())
+
+
+def send_dead_letter(producer: KafkaProducer, record: ConsumerRecord, reason: str, *, service: str) -> None:
+    """Copy a consumed record that could not be processed to the dead-letter topic, and count it."""
+    letter = dead_letter(record.value, reason, service=service, source_topic=record.topic,
+                         partition=record.partition, offset=record.offset)
+    producer.send(topics.DEAD_LETTER, value=letter.model_dump_json().encode())
+    metrics.DEAD_LETTERS.labels(service).inc()
 
 
 def best_effort_id(raw: bytes, field: str = "query_id") -> str:

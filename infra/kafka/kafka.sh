@@ -12,6 +12,8 @@ var="${MERIDIAN_VAR_DIR:-$root/var}"
 state="$var/kafka-$port"
 jars="$here/target/dependency"
 pidfile="$state/kafka.pid"
+# shellcheck source=../lib.sh
+. "$here/../lib.sh"
 
 java_cmd() {
   exec_args=(java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true
@@ -25,8 +27,6 @@ install() {
   (cd "$here" && mvn -q -B dependency:copy-dependencies)
   touch "$jars/.complete"
 }
-
-running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
 health() {
   # Healthy = the broker answers a Kafka ApiVersions/metadata round trip on its listener.
@@ -45,7 +45,7 @@ PY
 
 start() {
   install
-  if running && health 2>/dev/null; then echo "kafka already running on 127.0.0.1:$port"; return 0; fi
+  if running "$pidfile" && health 2>/dev/null; then echo "kafka already running on 127.0.0.1:$port"; return 0; fi
   mkdir -p "$state"
   sed -e "s|@PORT@|$port|g" -e "s|@CONTROLLER_PORT@|$controller_port|g" -e "s|@LOG_DIR@|$state/data|g" \
     "$here/server.properties.template" > "$state/server.properties"
@@ -57,31 +57,17 @@ start() {
     "-Dlog4j2.configurationFile=$here/log4j2.properties" -cp "$jars/*" \
     kafka.Kafka "$state/server.properties" > "$state/kafka.log" 2>&1 &
   echo $! > "$pidfile"
-  for _ in $(seq 1 120); do
-    if health 2>/dev/null; then echo "kafka up on 127.0.0.1:$port"; return 0; fi
-    running || { echo "kafka exited during start; see $state/kafka.log" >&2; tail -20 "$state/kafka.log" >&2; exit 1; }
-    sleep 0.5
-  done
-  echo "kafka did not become healthy in 60 s; see $state/kafka.log" >&2
-  stop; exit 1
+  wait_healthy kafka "$pidfile" 120 0.5 "$state/kafka.log" health || { stop; exit 1; }
+  echo "kafka up on 127.0.0.1:$port"
 }
 
-stop() {
-  if running; then
-    pid="$(cat "$pidfile")"
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -9 "$pid" 2>/dev/null || true
-    echo "kafka stopped"
-  fi
-  rm -f "$pidfile"
-}
+stop() { stop_pidfile kafka "$pidfile"; }
 
 case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop ;;
   health) health ;;
-  status) if running && health 2>/dev/null; then echo up; else echo down; exit 1; fi ;;
+  status) if running "$pidfile" && health 2>/dev/null; then echo up; else echo down; exit 1; fi ;;
   *) echo "usage: $0 install|start|stop|health|status" >&2; exit 2 ;;
 esac

@@ -9,6 +9,8 @@ port="${MERIDIAN_PROMETHEUS_PORT:-9090}"
 var="${MERIDIAN_VAR_DIR:-$root/var}"
 state="$var/prometheus-$port"
 pidfile="$state/prometheus.pid"
+# shellcheck source=../lib.sh
+. "$here/../lib.sh"
 
 install() {
   command -v prometheus >/dev/null && command -v promtool >/dev/null && return 0
@@ -17,7 +19,6 @@ install() {
 }
 
 health() { python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/-/ready', timeout=2)" 2>/dev/null; }
-running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
 start() {
   install
@@ -29,23 +30,11 @@ start() {
   nohup prometheus --config.file="$state/prometheus.yml" --storage.tsdb.path="$state/data" \
     --web.listen-address="127.0.0.1:$port" --storage.tsdb.retention.time=6h > "$state/prometheus.log" 2>&1 &
   echo $! > "$pidfile"
-  for _ in $(seq 1 100); do
-    if health; then echo "prometheus up on 127.0.0.1:$port"; return 0; fi
-    running || { echo "prometheus exited; see $state/prometheus.log" >&2; tail -5 "$state/prometheus.log" >&2; exit 1; }
-    sleep 0.3
-  done
-  echo "prometheus did not become ready; see $state/prometheus.log" >&2; exit 1
+  wait_healthy prometheus "$pidfile" 100 0.3 "$state/prometheus.log" health || exit 1
+  echo "prometheus up on 127.0.0.1:$port"
 }
 
-stop() {
-  if running; then
-    pid="$(cat "$pidfile")"; kill "$pid"
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$pid" 2>/dev/null || true
-    echo "prometheus stopped"
-  fi
-  rm -f "$pidfile"
-}
+stop() { stop_pidfile prometheus "$pidfile"; }
 
 case "${1:-}" in
   install) install ;;

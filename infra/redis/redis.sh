@@ -10,6 +10,8 @@ port="${MERIDIAN_REDIS_PORT:-6379}"
 var="${MERIDIAN_VAR_DIR:-$root/var}"
 state="$var/redis-$port"
 pidfile="$state/redis.pid"
+# shellcheck source=../lib.sh
+. "$here/../lib.sh"
 
 cli() {
   if [ -n "${MERIDIAN_REDIS_PASSWORD:-}" ]; then
@@ -35,21 +37,11 @@ start() {
     --logfile "$state/redis.log" --save "" --appendonly no --protected-mode yes)
   if [ -n "${MERIDIAN_REDIS_PASSWORD:-}" ]; then args+=(--requirepass "$MERIDIAN_REDIS_PASSWORD"); fi
   redis-server "${args[@]}"
-  for _ in $(seq 1 50); do
-    if health; then echo "redis up on 127.0.0.1:$port"; return 0; fi
-    sleep 0.2
-  done
-  echo "redis did not become healthy; see $state/redis.log" >&2; exit 1
+  wait_healthy redis "$pidfile" 50 0.2 "$state/redis.log" health || exit 1
+  echo "redis up on 127.0.0.1:$port"
 }
 
-stop() {
-  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-    pid="$(cat "$pidfile")"; kill "$pid"
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    echo "redis stopped"
-  fi
-  rm -f "$pidfile"
-}
+stop() { stop_pidfile redis "$pidfile"; }
 
 case "${1:-}" in
   install) install ;;

@@ -21,7 +21,7 @@ from schemas import AllocationPlan
 from services.launcher import LocalLauncher
 from shared import metrics, topics
 from shared.fleet import FleetChanges, reconcile
-from shared.dead_letter import dead_letter, describe_validation_error
+from shared.dead_letter import describe_validation_error, send_dead_letter
 from shared.kafka_io import make_consumer, make_producer
 from shared.policy.base import Placement
 from shared.profiles.sources import load_profile_source
@@ -98,11 +98,7 @@ def main() -> None:
                         try:
                             plan = AllocationPlan.model_validate_json(record.value)
                         except ValidationError as exc:
-                            producer.send(topics.DEAD_LETTER, value=dead_letter(
-                                record.value, describe_validation_error(exc), service=SERVICE,
-                                source_topic=record.topic, partition=record.partition,
-                                offset=record.offset).model_dump_json().encode())
-                            metrics.DEAD_LETTERS.labels(SERVICE).inc()
+                            send_dead_letter(producer, record, describe_validation_error(exc), service=SERVICE)
                             continue
                         changes = fleet.apply(plan)
                         print(f"fleet: plan {plan.plan_id} ({plan.message}): started {len(changes.start)}, "

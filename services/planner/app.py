@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from schemas import AllocationPlan, LoadStatistics, PlanPlacement
 from shared import metrics, topics
 from shared.catalogue import Catalogue
-from shared.dead_letter import dead_letter, describe_validation_error
+from shared.dead_letter import describe_validation_error, send_dead_letter
 from shared.kafka_io import make_admin, make_consumer, make_producer
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.policy.base import FleetPlan, LoadSnapshot, Planner, PlanStatus
@@ -154,10 +154,7 @@ def main() -> None:
                     try:
                         stats = LoadStatistics.model_validate_json(record.value)
                     except ValidationError as exc:
-                        ctx.producer.send(topics.DEAD_LETTER, value=dead_letter(
-                            record.value, describe_validation_error(exc), service=SERVICE, source_topic=record.topic,
-                            partition=record.partition, offset=record.offset).model_dump_json().encode())
-                        metrics.DEAD_LETTERS.labels(SERVICE).inc()
+                        send_dead_letter(ctx.producer, record, describe_validation_error(exc), service=SERVICE)
                         continue
                     handle_load_statistics(ctx, stats, time.time())
             ctx.producer.flush()

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.consumer.fetcher import ConsumerRecord
 from pydantic import ValidationError
 
 from schemas import MAX_MODEL_BYTES, MAX_VALIDATION_BYTES, RegisterModel, RegistrationReply, worker_event_adapter
@@ -34,7 +35,7 @@ from services.registry.monitor import InstanceMonitor
 from services.registry.registrar import REGISTERED_SUBDIR, RegistrarConfig, register_model
 from services.registry.validation import RegistrationRejected
 from shared import metrics, topics
-from shared.dead_letter import best_effort_id, dead_letter, describe_validation_error
+from shared.dead_letter import best_effort_id, describe_validation_error, send_dead_letter
 from shared.infaas.metadata import MetadataStore, RedisMetadataStore
 from shared.kafka_io import make_admin, make_consumer, make_producer
 from shared.profiles.format import ProfileSet
@@ -76,28 +77,25 @@ def reply(ctx: RegistryContext, answer: RegistrationReply, *, started: float | N
         metrics.REGISTRATION_DURATION.labels(answer.status).observe(time.perf_counter() - started)
 
 
-def reject(ctx: RegistryContext, raw: bytes, reason: str, record, *, request_id: str, model_name: str,
+def reject(ctx: RegistryContext, reason: str, record: ConsumerRecord, *, request_id: str, model_name: str,
            app_id: str, started: float | None = None) -> None:
     logger.info("rejected %r (%s): %s", model_name, request_id, reason)
     reply(ctx, RegistrationReply(request_id=request_id, model_name=model_name, app_id=app_id, status="rejected",
                                  reason=reason[:2000], at=time.time()), started=started)
-    ctx.producer.send(topics.DEAD_LETTER, value=dead_letter(
-        raw, reason, service=SERVICE, source_topic=record.topic, partition=record.partition,
-        offset=record.offset).model_dump_json().encode())
-    metrics.DEAD_LETTERS.labels(SERVICE).inc()
+    send_dead_letter(ctx.producer, record, reason, service=SERVICE)
 
 
-def handle_register(ctx: RegistryContext, command: RegisterModel, raw: bytes, record) -> None:
+def handle_register(ctx: RegistryContext, command: RegisterModel, record: ConsumerRecord) -> None:
     started = time.perf_counter()
     ids = dict(request_id=command.request_id, model_name=command.model_name, app_id=command.app_id, started=started)
     try:
         answer = register_model(command, config=ctx.config, store=ctx.store)
     except RegistrationRejected as exc:
-        reject(ctx, raw, str(exc), record, **ids)
+        reject(ctx, str(exc), record, **ids)
         return
     except Exception as exc:  # noqa: BLE001 - a bug must not wedge the topic; the developer gets the reason
         logger.error("registration of %s failed:\n%s", command.model_name, traceback.format_exc())
-        reject(ctx, raw, f"internal error while registering: {type(exc).__name__}: {exc}", record, **ids)
+        reject(ctx, f"internal error while registering: {type(exc).__name__}: {exc}", record, **ids)
         return
     logger.info("registered %s for %s: %d variant profiles in %.1f s", command.model_name, command.app_id,
                 len(answer.variants), time.perf_counter() - started)
@@ -119,11 +117,11 @@ def serve_registrations(ctx: RegistryContext, consumer: KafkaConsumer, stop: thr
                 try:
                     command = RegisterModel.model_validate_json(record.value)
                 except ValidationError as exc:
-                    reject(ctx, record.value, _size_reason(exc) or describe_validation_error(exc), record,
+                    reject(ctx, _size_reason(exc) or describe_validation_error(exc), record,
                            started=started,
                            **{f: best_effort_id(record.value, f) for f in ("request_id", "model_name", "app_id")})
                 else:
-                    HANDLERS[type(command)](ctx, command, record.value, record)
+                    HANDLERS[type(command)](ctx, command, record)
             ctx.producer.flush()
             consumer.commit()
 

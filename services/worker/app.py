@@ -36,7 +36,7 @@ from schemas import (
 )
 from services.worker.executors import EmulatedExecutor, ExecutionError, Executor, OnnxExecutor
 from shared import metrics, topics
-from shared.dead_letter import dead_letter, describe_validation_error
+from shared.dead_letter import describe_validation_error, send_dead_letter
 from shared.kafka_io import make_admin, make_consumer, make_producer
 from shared.profiles.sources import load_profile_source
 from shared.settings import Settings
@@ -161,10 +161,7 @@ def serve(ctx: WorkerContext, consumer: KafkaConsumer, stop: threading.Event, *,
                 try:
                     command = worker_command_adapter.validate_json(record.value)
                 except ValidationError as exc:
-                    ctx.producer.send(topics.DEAD_LETTER, value=dead_letter(
-                        record.value, describe_validation_error(exc), service=SERVICE, source_topic=record.topic,
-                        partition=record.partition, offset=record.offset).model_dump_json().encode())
-                    metrics.DEAD_LETTERS.labels(SERVICE).inc()
+                    send_dead_letter(ctx.producer, record, describe_validation_error(exc), service=SERVICE)
                     continue
                 ctx.inflight = 1
                 HANDLERS[type(command)](ctx, command, received_at)
