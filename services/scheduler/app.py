@@ -87,9 +87,13 @@ async def admit_queries(stream: faust.StreamT) -> None:
 
 async def reject(result: Result, raw: bytes, event: faust.EventT) -> None:
     await send_final(result, event)
-    await dead_letter_topic.send(value=dead_letter(
-        raw, result.reason or "rejected", service=SERVICE, source_topic=topics.QUERIES,
-        partition=event.message.partition, offset=event.message.offset).model_dump_json().encode())
+    await copy_to_dead_letters(raw, result.reason or "rejected", topics.QUERIES, event.message.partition,
+                               event.message.offset)
+
+
+async def copy_to_dead_letters(raw: bytes, reason: str, source_topic: str, partition: int, offset: int) -> None:
+    letter = dead_letter(raw, reason, service=SERVICE, source_topic=source_topic, partition=partition, offset=offset)
+    await dead_letter_topic.send(value=letter.model_dump_json().encode())
     metrics.DEAD_LETTERS.labels(SERVICE).inc()
 
 
@@ -141,10 +145,8 @@ async def follow_worker_events() -> None:
             try:
                 event = worker_event_adapter.validate_json(message.value)
             except ValidationError as exc:
-                await dead_letter_topic.send(value=dead_letter(
-                    message.value, describe_validation_error(exc), service=SERVICE,
-                    source_topic=topics.WORKER_EVENTS, partition=message.partition,
-                    offset=message.offset).model_dump_json().encode())
+                await copy_to_dead_letters(message.value, describe_validation_error(exc), topics.WORKER_EVENTS,
+                                           message.partition, message.offset)
                 continue
             now = time.time()
             core.on_worker_event(event, now)
@@ -166,6 +168,7 @@ if settings.scheduler_policy == "infaas":
     from redis.exceptions import RedisError
 
     from shared.infaas.metadata import RedisMetadataStore
+    from shared.infaas.records import MetadataSnapshot
 
     metadata_store = RedisMetadataStore.from_url(settings.redis_url)
 
@@ -193,7 +196,7 @@ if settings.scheduler_policy == "infaas":
             core.catalogue = await asyncio.to_thread(Catalogue.from_settings,
                                                      settings.model_copy(update={"applications": applications}))
 
-    def refresh_due(snapshot: object) -> bool:
+    def refresh_due(snapshot: MetadataSnapshot) -> bool:
         """A variant the store knows that the catalogue does not: a model was registered."""
         return any(not core.catalogue.profiles_of(record.variant) for record in snapshot.variants)
 
