@@ -69,19 +69,22 @@ class KairosDispatch(DispatchPolicy):
         self._rows_per_worker = rows_per_worker
         self._fixed_coefficients = dict(coefficients) if coefficients is not None else None
         self._learn = learn
+        #: (variant, devices) -> C per device; cleared whenever the predictor learns
+        self._coefficient_cache: dict[tuple[str, frozenset[str]], dict[str, float]] = {}
 
     def decide(
         self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]
     ) -> DispatchDecision:
-        idle = [w.idle for w in workers]
+        idle = [w.inflight == 0 for w in workers]
         if not queue or not any(idle):
             return DispatchDecision.make_empty()
         rows = queue[: self._rows_per_worker * len(workers)]
         groups: dict[_WorkerKind, int] = {}
         column_group = [groups.setdefault((w.device, w.variants, w.max_batch), len(groups)) for w in workers]
-        latency, coeff, allowed, variant_of = self._predicted_usage(rows, workers, groups, column_group)
-        qos = np.array([q.slo_ms for q in rows])
-        wait = (now_s - np.array([q.arrival_s for q in rows])) * 1000.0
+        per_row = np.array([(q.batch_size, q.slo_ms, q.arrival_s) for q in rows])
+        latency, coeff, allowed, variant_of = self._predicted_usage(rows, per_row[:, 0], workers, groups, column_group)
+        qos = per_row[:, 1]
+        wait = (now_s - per_row[:, 2]) * 1000.0
         cost, feasible = cost_matrix_unchecked(
             latency, wait, coeff, qos, self._penalty_factor * qos, xi=self._xi, penalty_tiebreak=self._tiebreak
         )
@@ -101,10 +104,12 @@ class KairosDispatch(DispatchPolicy):
     def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         if self._learn:
             self.predictor.observe(device, variant, batch_size, latency_ms)
+            self._coefficient_cache.clear()
 
     def _predicted_usage(
         self,
         rows: Sequence[PendingQuery],
+        batch: np.ndarray,
         workers: Sequence[WorkerView],
         groups: dict[_WorkerKind, int],
         column_group: list[int],
@@ -114,10 +119,13 @@ class KairosDispatch(DispatchPolicy):
         Workers are grouped by kind (device, variants, max batch) and queries by candidate list, so the
         usual case, one model on a few device types, costs one vector lookup per device type.
         """
-        batch = np.array([q.batch_size for q in rows])
-        query_groups: dict[tuple[str, ...], list[int]] = {}
-        for i, q in enumerate(rows):
-            query_groups.setdefault(q.candidate_variants, []).append(i)
+        first = rows[0].candidate_variants
+        if all(q.candidate_variants == first for q in rows):  # the usual case: one model
+            query_groups: dict[tuple[str, ...], list[int]] = {first: list(range(len(rows)))}
+        else:
+            query_groups = {}
+            for i, q in enumerate(rows):
+                query_groups.setdefault(q.candidate_variants, []).append(i)
         predicted = np.zeros((len(rows), len(groups)))
         runnable = np.zeros((len(rows), len(groups)), dtype=bool)
         coeff = np.ones((len(rows), len(groups)))  # per pair: a worker may host several variants
@@ -127,12 +135,13 @@ class KairosDispatch(DispatchPolicy):
         for candidates, members in query_groups.items():
             index = slice(None) if len(members) == len(rows) else np.asarray(members)
             sizes = batch[index]
+            # sizes beyond what a worker takes are predicted clipped, then masked out
+            buckets = self.predictor.buckets(np.minimum(sizes, top))
             for (device, hosted, max_batch), g in groups.items():
                 variant = next((v for v in candidates if v in hosted), None)
                 if variant is None:
                     continue
-                # sizes beyond what the worker takes are predicted clipped, then masked out
-                predicted[index, g] = self.predictor.predict(device, variant, np.minimum(sizes, top))
+                predicted[index, g] = self.predictor.predict_buckets(device, variant, buckets)
                 runnable[index, g] = sizes <= min(max_batch, top)
                 if variant not in coefficients:
                     coefficients[variant] = self._coefficients(variant, groups)
@@ -146,7 +155,13 @@ class KairosDispatch(DispatchPolicy):
         """C per device type hosting ``variant``: relative to the fastest one on the largest batch."""
         if self._fixed_coefficients is not None:
             return self._fixed_coefficients
-        devices = {device for device, hosted, _ in groups if variant in hosted}
+        devices = frozenset(device for device, hosted, _ in groups if variant in hosted)
+        cached = self._coefficient_cache.get((variant, devices))
+        if cached is None:
+            cached = self._coefficient_cache[(variant, devices)] = self._learned_coefficients(variant, devices)
+        return cached
+
+    def _learned_coefficients(self, variant: str, devices: frozenset[str]) -> dict[str, float]:
         at_max = {d: self.predictor.at_max_batch(d, variant) for d in devices}
         # a device not learned yet has no meaningful ratio; weigh it like the base until it is
         known = {d: lat for d, lat in at_max.items() if lat > 0}

@@ -131,8 +131,15 @@ class LatencyPredictor:
 
     def predict(self, device: str, variant: str, batch_sizes: np.ndarray, *, noisy: bool = True) -> np.ndarray:
         """Predicted latency (ms) of each batch size; ``noisy=False`` skips the noise knob."""
+        return self.predict_buckets(device, variant, self._bucket(np.asarray(batch_sizes)), noisy=noisy)
+
+    def buckets(self, batch_sizes: np.ndarray) -> np.ndarray:
+        """Grid index of each batch size, for `predict_buckets` (one lookup shared by many devices)."""
+        return self._bucket(np.asarray(batch_sizes))
+
+    def predict_buckets(self, device: str, variant: str, index: np.ndarray, *, noisy: bool = True) -> np.ndarray:
+        """`predict` for sizes already turned into grid indexes by `buckets`."""
         model = self._models.get((device, variant))
-        index = self._bucket(np.asarray(batch_sizes))
         if model is None:
             return np.zeros(index.shape)
         clean = model.curve(self._xs)[index]
