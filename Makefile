@@ -4,7 +4,7 @@ VAR := var
 STAMP := $(VAR)/.installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install models stack-up stack-down demo test test-unit test-integration schemas \
+.PHONY: install models models-efficientnet stack-up stack-down demo test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select clean
 
 $(STAMP): pyproject.toml infra/install.sh
@@ -16,12 +16,17 @@ install: $(STAMP)
 # The ONNX files the services load (deterministic; retrained only when the recipe changes).
 $(VAR)/models/.built: $(STAMP) $(wildcard shared/modelzoo/*.py)
 	$(PYTHON) -m shared.modelzoo.build --out $(VAR)/models --no-profile
+	$(PYTHON) -m shared.modelzoo.efficientnet --out $(VAR)/models --no-profile
 	@touch $@
 
 # Train, export and re-measure: rewrites the committed profiles/digits.json.
 models: $(STAMP)
 	$(PYTHON) -m shared.modelzoo.build --out $(VAR)/models --profiles profiles/digits.json
 	@touch $(VAR)/models/.built
+
+# Export the pretrained EfficientNet-Lite0/1/2 and re-measure: rewrites profiles/efficientnet-lite.json.
+models-efficientnet: $(STAMP)
+	$(PYTHON) -m shared.modelzoo.efficientnet --out $(VAR)/models --profiles profiles/efficientnet-lite.json
 
 stack-up: install
 	bash infra/kafka/kafka.sh start
