@@ -29,3 +29,11 @@ stop_pidfile() {
   fi
   rm -f "$pidfile"
 }
+
+# run_command "$@": the scripts' shared command line; each script defines install, start, stop, health, status
+run_command() {
+  case "${1:-}" in
+    install | start | stop | health | status) "$1" ;;
+    *) echo "usage: $0 install|start|stop|health|status" >&2; exit 2 ;;
+  esac
+}

@@ -43,11 +43,6 @@ start() {
 
 stop() { stop_pidfile redis "$pidfile"; }
 
-case "${1:-}" in
-  install) install ;;
-  start) start ;;
-  stop) stop ;;
-  health) health ;;
-  status) if health; then echo up; else echo down; exit 1; fi ;;
-  *) echo "usage: $0 install|start|stop|health|status" >&2; exit 2 ;;
-esac
+status() { if health; then echo up; else echo down; exit 1; fi; }
+
+run_command "$@"

@@ -220,14 +220,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         logger.info("built %d models in %s in %.1f s", len(variants), args.out, time.perf_counter() - start)
         return
     profile_set = build_profiles(paths, validation=paths["digits-test"], num_repeats=args.repeats)
-    Path(args.profiles).parent.mkdir(parents=True, exist_ok=True)
-    profile_set.save(args.profiles)
-    logger.info(
-        "wrote %s (%d profiles) in %.1f s",
-        args.profiles,
-        len(profile_set.variants),
-        time.perf_counter() - start,
-    )
+    save_profiles(profile_set, args.profiles, started=start)
+
+
+def save_profiles(profile_set: ProfileSet, path: str | Path, *, started: float) -> None:
+    """Write a family's measured profiles (the committed file) and say how long the build took."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    profile_set.save(path)
+    logger.info("wrote %s (%d profiles) in %.1f s", path, len(profile_set.variants), time.perf_counter() - started)
 
 
 if __name__ == "__main__":

@@ -441,15 +441,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             time.perf_counter() - start,
         )
         return
-    profile_set = build_profiles(paths, num_repeats=args.repeats)
-    Path(args.profiles).parent.mkdir(parents=True, exist_ok=True)
-    profile_set.save(args.profiles)
-    logger.info(
-        "wrote %s (%d profiles) in %.1f s",
-        args.profiles,
-        len(profile_set.variants),
-        time.perf_counter() - start,
-    )
+    from shared.modelzoo.build import save_profiles
+
+    save_profiles(build_profiles(paths, num_repeats=args.repeats), args.profiles, started=start)
 
 
 if __name__ == "__main__":
