@@ -29,7 +29,6 @@ from shared.settings import Settings
 
 SERVICE = "scheduler"
 STEP_INTERVAL_S = 0.05
-METADATA_REFRESH_S = 2.0
 MAX_SIZES_PER_WINDOW = 20_000
 
 settings = Settings()
@@ -165,40 +164,9 @@ async def housekeeping() -> None:
 
 
 if settings.scheduler_policy == "infaas":
-    from redis.exceptions import RedisError
+    from services.scheduler.metadata_feed import follow_metadata_store
 
-    from shared.infaas.metadata import RedisMetadataStore
-    from shared.infaas.records import MetadataSnapshot
-
-    metadata_store = RedisMetadataStore.from_url(settings.redis_url)
-
-    @app.task
-    async def read_metadata_at_start() -> None:
-        await refresh_from_metadata()
-
-    @app.timer(interval=METADATA_REFRESH_S)
-    async def read_metadata_periodically() -> None:
-        await refresh_from_metadata()
-
-    async def refresh_from_metadata() -> None:
-        """INFaaS reads the metadata store: live instance states, and models registered since start."""
-        now = time.time()
-        try:
-            snapshot = await asyncio.to_thread(metadata_store.snapshot, now)
-        except RedisError as exc:  # Redis away: keep serving from the last snapshot
-            print(f"scheduler: metadata store unavailable, serving from cached state: {exc}", flush=True)
-            return
-        core.policy.update_from_metadata(snapshot)
-        applications = {**settings.applications}
-        for application, families in snapshot.applications.items():
-            applications[application] = sorted({*applications.get(application, ()), *families})
-        if applications != core.catalogue.applications or refresh_due(snapshot):
-            core.catalogue = await asyncio.to_thread(Catalogue.from_settings,
-                                                     settings.model_copy(update={"applications": applications}))
-
-    def refresh_due(snapshot: MetadataSnapshot) -> bool:
-        """A variant the store knows that the catalogue does not: a model was registered."""
-        return any(not core.catalogue.profiles_of(record.variant) for record in snapshot.variants)
+    follow_metadata_store(app, core, settings)
 
 
 @app.timer(interval=settings.load_stats_interval_s)

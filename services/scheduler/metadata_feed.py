@@ -1,0 +1,48 @@
+"""INFaaS's view of the metadata store, fed into the scheduler every 2 s.
+
+The `infaas` policy reads live instance states (Active, Overloaded, Interfered) and the models
+registered since the scheduler started; Redis being away only leaves the last snapshot in use.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import faust
+from redis.exceptions import RedisError
+
+from services.scheduler.core import SchedulerCore
+from shared.catalogue import Catalogue
+from shared.infaas.metadata import RedisMetadataStore
+from shared.infaas.records import MetadataSnapshot
+from shared.settings import Settings
+
+METADATA_REFRESH_S = 2.0
+
+
+def follow_metadata_store(app: faust.App, core: SchedulerCore, settings: Settings) -> None:
+    """Read the store once at start and then every ``METADATA_REFRESH_S``."""
+    store = RedisMetadataStore.from_url(settings.redis_url)
+
+    async def refresh() -> None:
+        now = time.time()
+        try:
+            snapshot = await asyncio.to_thread(store.snapshot, now)
+        except RedisError as exc:
+            print(f"scheduler: metadata store unavailable, serving from cached state: {exc}", flush=True)
+            return
+        core.policy.update_from_metadata(snapshot)
+        applications = {**settings.applications}
+        for application, families in snapshot.applications.items():
+            applications[application] = sorted({*applications.get(application, ()), *families})
+        if applications != core.catalogue.applications or _new_variants(core.catalogue, snapshot):
+            core.catalogue = await asyncio.to_thread(Catalogue.from_settings,
+                                                     settings.model_copy(update={"applications": applications}))
+
+    app.task(refresh)
+    app.timer(interval=METADATA_REFRESH_S)(refresh)
+
+
+def _new_variants(catalogue: Catalogue, snapshot: MetadataSnapshot) -> bool:
+    """A variant the store knows and the catalogue does not: a model was registered."""
+    return any(not catalogue.profiles_of(record.variant) for record in snapshot.variants)
