@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections import deque
 
@@ -191,6 +192,9 @@ def prepare() -> None:
     finally:
         admin.close()
     metrics.serve_metrics(settings.scheduler_metrics_port, settings.bind_host)
+    # faust leaves the client loggers at DEBUG: every message would build a log record nobody prints
+    for noisy in ("aiokafka", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     metrics.DEAD_LETTERS.labels(SERVICE)  # series exist before the first event
     for application in settings.applications:
         metrics.QUEUE_DEPTH.labels(application).set(0)
