@@ -49,7 +49,7 @@ def infaas(stack, settings, tmp_path_factory) -> Iterator[dict[str, float]]:
 @pytest.mark.parametrize("floor", [None, 0.99])
 def test_model_less_queries_are_served_by_variants_meeting_their_goals(infaas, settings, floor) -> None:
     x, y = digits_rows()
-    queries = [make_query(x[i:i + 1], application=APP, model=None, accuracy_floor=floor, slo_ms=200.0)
+    queries = [make_query(x[i:i + 1], application=APP, model=None, accuracy_floor=floor, slo_ms=1000.0)
                for i in range(40)]
     with MeridianClient(settings) as client:
         for query in queries:
@@ -67,7 +67,7 @@ def test_model_less_queries_are_served_by_variants_meeting_their_goals(infaas, s
 
 def test_an_unreachable_accuracy_goal_gets_the_closest_variant_with_a_note(infaas, settings) -> None:
     x, _ = digits_rows()
-    query = make_query(x[:1], application=APP, model=None, accuracy_floor=1.0, slo_ms=200.0)
+    query = make_query(x[:1], application=APP, model=None, accuracy_floor=1.0, slo_ms=1000.0)
     best = max(infaas.values())
     if best >= 1.0:
         pytest.skip("a registered variant is perfect on the validation set; no goal is unreachable")
