@@ -11,11 +11,10 @@ from shared.kairos.baselines import (
     homogeneous_fleet,
     oracle_throughput,
 )
-from shared.policy.base import PendingQuery, WorkerView
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.sim import ProfileServiceModel, Workload, make_fleet, simulate
+from tests.unit.kairos_helpers import QOS, dispatched, query, worker
 
-QOS = 100.0
 PROFILES = ProfileSet(
     source="test",
     devices=[DeviceType(name="gpu", kind="gpu", price_per_hour=1.0),
@@ -28,16 +27,7 @@ PROFILES = ProfileSet(
 )
 
 
-def query(i, size, arrival=0.0):
-    return PendingQuery(str(i), "m", size, arrival, QOS, ("m",))
 
-
-def worker(wid, device, busy_ms=0.0):
-    return WorkerView(wid, device, ("m",), int(busy_ms > 0), busy_ms, 0.0, 100)
-
-
-def dispatched(decision):
-    return {a.query_ids[0]: a.worker_id for a in decision.assignments}
 
 
 def test_ribbon_is_fcfs_with_base_first():

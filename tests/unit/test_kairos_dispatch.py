@@ -4,40 +4,15 @@ import pytest
 
 from shared.kairos import KairosDispatch, LatencyPredictor
 from shared.kairos.baselines import RibbonDispatch
-from shared.policy.base import PendingQuery, WorkerView
+from shared.policy.base import WorkerView
 from shared.policy.registry import make_dispatch
-from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.sim import ProfileServiceModel, Workload, make_fleet, simulate
-
-QOS = 100.0
-
-
-def two_type_profiles(gpu: dict[int, float], cpu: dict[int, float]) -> ProfileSet:
-    return ProfileSet(
-        source="test",
-        devices=[DeviceType(name="gpu", kind="gpu", price_per_hour=1.0),
-                 DeviceType(name="cpu", kind="cpu", price_per_hour=0.2)],
-        slo_ms={"m": QOS},
-        variants=[
-            VariantProfile(variant="m", family="m", device="gpu", batch_latency_ms=gpu, max_batch=max(gpu)),
-            VariantProfile(variant="m", family="m", device="cpu", batch_latency_ms=cpu, max_batch=max(cpu)),
-        ],
-    )
-
+from tests.unit.kairos_helpers import QOS, dispatched, query, two_type_profiles, worker
 
 PROFILES = two_type_profiles({10: 10.0, 100: 40.0}, {10: 20.0, 100: 80.0})
 
 
-def query(i, size, arrival=0.0):
-    return PendingQuery(str(i), "m", size, arrival, QOS, ("m",))
 
-
-def worker(wid, device, busy_ms=0.0):
-    return WorkerView(wid, device, ("m",), int(busy_ms > 0), busy_ms, 0.0, 100)
-
-
-def dispatched(decision):
-    return {a.query_ids[0]: a.worker_id for a in decision.assignments}
 
 
 def test_large_query_avoids_the_instance_that_would_violate_qos():
