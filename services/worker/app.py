@@ -26,7 +26,6 @@ from schemas import (
     LoadVariant,
     Result,
     ResultStatus,
-    TensorPayload,
     UnloadVariant,
     VariantLoaded,
     VariantUnloaded,

@@ -27,9 +27,6 @@ class PendingQuery:
     #: variants that may serve it, most preferred first (a named variant gives exactly one)
     candidate_variants: tuple[str, ...]
 
-    def deadline_s(self) -> float:
-        return self.arrival_s + self.slo_ms / 1000.0
-
 
 @dataclass(frozen=True, slots=True)
 class WorkerView:

@@ -26,7 +26,7 @@ from schemas import AllocationPlan, LoadStatistics
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.observability import dashboards
 from services.observability.lag_exporter import start_lag_exporter
-from services.observability.promql import alert_names, iter_rules, recording_rule_names, rule_files
+from services.observability.promql import alert_names, recording_rule_names, rule_files
 from services.stack import LocalStack
 from shared import topics
 from shared.client import MeridianClient
