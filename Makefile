@@ -5,7 +5,8 @@ STAMP := $(VAR)/.installed
 export PYTHONUNBUFFERED := 1
 
 .PHONY: install models models-efficientnet stack-up stack-down demo test test-unit test-integration schemas \
-        bench-pipeline bench-kairos bench-infaas-select clean
+        bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
+        bench-autoscale bench-faults clean
 
 $(STAMP): pyproject.toml infra/install.sh
 	bash infra/install.sh
@@ -61,6 +62,18 @@ bench-kairos: install
 
 bench-infaas-select: install
 	$(PYTHON) -m bench.infaas_select
+
+bench-proteus: install
+	$(PYTHON) -m bench.proteus
+
+bench-ramsis: install
+	$(PYTHON) -m bench.ramsis
+
+bench-autoscale: install
+	$(PYTHON) -m bench.autoscale
+
+bench-faults: $(VAR)/models/.built
+	$(PYTHON) -m bench.faults
 
 clean: stack-down
 	rm -rf $(VAR) bench/results

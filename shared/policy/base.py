@@ -96,6 +96,9 @@ class DispatchPolicy(ABC):
     def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         """Called when a batch finishes, with its measured service time; for policies that learn."""
 
+    def on_plan(self, plan: "FleetPlan") -> None:
+        """Called when a planner publishes a plan; for policies that route by one (Proteus)."""
+
 
 class BatchingPolicy(ABC):
     """How many rows to put in the next batch for one worker (0 means wait: non-work-conserving)."""

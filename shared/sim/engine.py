@@ -64,6 +64,8 @@ class SimResult:
     finish_s: np.ndarray
     #: index into the fleet of the worker that served each query
     worker: np.ndarray
+    #: the variant that served each query ("" when unserved), for accuracy-aware policies
+    variant: np.ndarray
     #: query index -> reason, for queries the policy dropped
     dropped: dict[int, str]
 
@@ -140,6 +142,7 @@ class _Run:
         self.start_s = np.full(m, np.nan)
         self.finish_s = np.full(m, np.nan)
         self.served_by = np.full(m, -1, dtype=np.int64)
+        self.variant_served = np.full(m, "", dtype=object)
         self.dropped: dict[int, str] = {}
         self.misses = 0
         self.heap: list[tuple[float, int, int, int]] = []
@@ -171,6 +174,7 @@ class _Run:
             start_s=self.start_s,
             finish_s=self.finish_s,
             worker=self.served_by,
+            variant=self.variant_served,
             dropped=self.dropped,
         )
 
@@ -271,6 +275,7 @@ class _Run:
             self.num_idle -= 1
             self.start_s[batch] = now
             self.served_by[batch] = j
+            self.variant_served[batch] = assignment.variant
             events.append((now + service_ms / 1000.0, EventType.COMPLETION, j))
         self.queue = [q for k, q in enumerate(self.queue) if k not in removed]
         return events
