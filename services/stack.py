@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,8 @@ class LocalStack:
     redis_port: int = 6379
     prometheus_port: int = 9090
     components: tuple[str, ...] = ("kafka", "redis", "prometheus")
+    #: more ``MERIDIAN_*`` settings for the stack's scripts and processes (SASL, Redis AUTH ...)
+    extra_env: dict[str, str] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
 
     @property
@@ -40,6 +43,7 @@ class LocalStack:
             "MERIDIAN_REDIS_PORT": str(self.redis_port),
             "MERIDIAN_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
             "MERIDIAN_PROMETHEUS_PORT": str(self.prometheus_port),
+            **self.extra_env,
         }
 
     def settings(self) -> Settings:
@@ -59,6 +63,12 @@ class LocalStack:
         for name in reversed(self.started):
             self._script(name, "stop", check=False)
         self.started.clear()
+
+    def restart(self, name: str, *, down_s: float) -> None:
+        """Stop ``name`` and start it again ``down_s`` later, keeping its data (fault drills)."""
+        self._script(name, "stop")
+        time.sleep(down_s)
+        self._script(name, "start")
 
     def _script(self, name: str, action: str, *, check: bool = True) -> subprocess.CompletedProcess:
         result = subprocess.run(["bash", str(SCRIPTS[name]), action], env=self.env, capture_output=True,

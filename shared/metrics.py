@@ -36,6 +36,8 @@ WORKER_INFO = Gauge(
     ["worker", "device", "emulated"])
 WORKER_LOADED_VARIANTS = Gauge(
     "meridian_worker_loaded_variants", "Variants loaded on a worker.", ["worker"])
+METADATA_REFRESH_FAILURES = Counter(
+    "meridian_metadata_refresh_failures_total", "Metadata-store reads that failed (serving went on from the cache).")
 WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
 
 PLANNER_SOLVE = Histogram(

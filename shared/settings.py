@@ -43,8 +43,9 @@ class Settings(BaseSettings):
     #: runtime state (broker data, logs, built models); never committed
     var_dir: Path = REPO_ROOT / "var"
     models_dir: Path = REPO_ROOT / "var" / "models"
-    #: queries still queued this many SLOs after arrival are dropped explicitly
-    drop_after_slo_multiple: float = Field(default=5.0, gt=0.0)
+    #: queries still queued this many SLOs after arrival are dropped explicitly (1: once they can no longer
+    #: meet their deadline; answering them late would only delay the queries behind them)
+    drop_after_slo_multiple: float = Field(default=1.0, gt=0.0)
     #: seconds between worker heartbeats; a worker silent for 3 of them is considered gone
     heartbeat_interval_s: float = Field(default=1.0, gt=0.0)
     load_stats_interval_s: float = Field(default=2.0, gt=0.0)

@@ -3,6 +3,9 @@
 #   kafka.sh install|start|stop|health|status
 # Settings (env): MERIDIAN_KAFKA_PORT (9092), MERIDIAN_KAFKA_CONTROLLER_PORT (9093),
 #                 MERIDIAN_VAR_DIR (var/ under the repo) for data, logs and the pid file.
+#   SASL/SCRAM: with MERIDIAN_KAFKA_SASL_PORT, MERIDIAN_KAFKA_SASL_USERNAME and MERIDIAN_KAFKA_SASL_PASSWORD
+#   set, a SASL_PLAINTEXT listener (SCRAM-SHA-256) is added on that port and the user is created when the
+#   storage is formatted. The PLAINTEXT listener stays for the broker's own health check and replication.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -43,15 +46,31 @@ except Exception as exc:  # noqa: BLE001 - any failure means "not healthy yet"
 PY
 }
 
+sasl_listener() {
+  # later keys override earlier ones in a Java properties file
+  cat >> "$1" <<EOF
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$MERIDIAN_KAFKA_SASL_PORT,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$MERIDIAN_KAFKA_SASL_PORT,CONTROLLER://127.0.0.1:$controller_port
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+EOF
+}
+
 start() {
   install
   if running "$pidfile" && health 2>/dev/null; then echo "kafka already running on 127.0.0.1:$port"; return 0; fi
   mkdir -p "$state"
   sed -e "s|@PORT@|$port|g" -e "s|@CONTROLLER_PORT@|$controller_port|g" -e "s|@LOG_DIR@|$state/data|g" \
     "$here/server.properties.template" > "$state/server.properties"
+  scram=()
+  if [ -n "${MERIDIAN_KAFKA_SASL_PORT:-}" ]; then
+    sasl_listener "$state/server.properties"
+    scram=(--add-scram "SCRAM-SHA-256=[name=${MERIDIAN_KAFKA_SASL_USERNAME:?},password=${MERIDIAN_KAFKA_SASL_PASSWORD:?}]")
+  fi
   if [ ! -f "$state/data/meta.properties" ]; then
     java_cmd kafka.tools.StorageTool format --standalone -t "$(java_cmd kafka.tools.StorageTool random-uuid)" \
-      -c "$state/server.properties" > "$state/format.log"
+      -c "$state/server.properties" "${scram[@]}" > "$state/format.log"
   fi
   nohup java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
     "-Dlog4j2.configurationFile=$here/log4j2.properties" -cp "$jars/*" \

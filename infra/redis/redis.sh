@@ -34,7 +34,7 @@ start() {
   if health; then echo "redis already running on 127.0.0.1:$port"; return 0; fi
   mkdir -p "$state"
   args=(--bind 127.0.0.1 --port "$port" --dir "$state" --daemonize yes --pidfile "$pidfile"
-    --logfile "$state/redis.log" --save "" --appendonly no --protected-mode yes)
+    --logfile "$state/redis.log" --save "" --appendonly yes --appendfsync everysec --protected-mode yes)
   if [ -n "${MERIDIAN_REDIS_PASSWORD:-}" ]; then args+=(--requirepass "$MERIDIAN_REDIS_PASSWORD"); fi
   redis-server "${args[@]}"
   wait_healthy redis "$pidfile" 50 0.2 "$state/redis.log" health || exit 1

@@ -12,20 +12,20 @@ from __future__ import annotations
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
 from kafka import KafkaProducer
 from pydantic import ValidationError
 
-from schemas import AllocationPlan, LoadStatistics, PlanPlacement
+from schemas import AllocationPlan, LoadStatistics
 from shared import metrics, topics
 from shared.catalogue import Catalogue
 from shared.dead_letter import describe_validation_error, send_dead_letter
 from shared.kafka_io import make_admin, make_consumer, make_producer
 from shared.kairos.monitor import BatchSizeMonitor
-from shared.policy.base import FleetPlan, LoadSnapshot, Planner, PlanStatus
+from shared.plans import to_message
+from shared.policy.base import LoadSnapshot, Planner, PlanStatus
 from shared.policy.registry import make_planner
 from shared.settings import Settings
 
@@ -85,14 +85,6 @@ def observe_plan(ctx: PlannerContext, application: str, message: AllocationPlan)
     for device, count in counts.items():
         metrics.PLANNED_WORKERS.labels(application, device).set(count)
     ctx.planned_devices[application] = set(counts)
-
-
-def to_message(plan: FleetPlan, *, planner: str, now: float) -> AllocationPlan:
-    return AllocationPlan(
-        plan_id=f"plan-{uuid.uuid4().hex[:12]}", planner=planner, status=plan.status.value, message=plan.message,
-        placements=[PlanPlacement(device=p.device, variants=list(p.variants)) for p in plan.placements],
-        routing={app: dict(shares) for app, shares in plan.routing.items()},
-        cost_per_hour=plan.cost_per_hour, objective=plan.objective, at=now)
 
 
 def make_application_planning(settings: Settings, catalogue: Catalogue) -> dict[str, ApplicationPlanning]:

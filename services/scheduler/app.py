@@ -13,29 +13,47 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import ssl
 import time
 from collections import deque
 
 import faust
 from aiokafka import AIOKafkaConsumer
+from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from pydantic import ValidationError
 
-from schemas import LoadStatistics, Query, Result, worker_event_adapter
+from schemas import AllocationPlan, LoadStatistics, Query, Result, worker_event_adapter
 from services.scheduler.core import SchedulerCore, Step, rejected
 from shared import metrics, topics
 from shared.catalogue import Catalogue
 from shared.dead_letter import best_effort_id, dead_letter, describe_validation_error
+from shared.plans import from_message
 from shared.policy.registry import make_dispatch
-from shared.settings import Settings
+from shared.settings import KafkaSecurity, Settings
 
 SERVICE = "scheduler"
 STEP_INTERVAL_S = 0.05
 MAX_SIZES_PER_WINDOW = 20_000
 
 settings = Settings()
+
+
+def broker_credentials(security: KafkaSecurity) -> faust.types.auth.CredentialsT | None:
+    """The faust/aiokafka form of the same ``MERIDIAN_KAFKA_*`` security settings the other services use."""
+    context = ssl.create_default_context(cafile=security.ssl_cafile) if "SSL" in security.security_protocol else None
+    if security.sasl_mechanism:
+        return faust.SASLCredentials(username=security.sasl_username, password=security.sasl_password,
+                                     mechanism=security.sasl_mechanism, ssl_context=context)
+    return faust.SSLCredentials(context) if context is not None else None
+
+
+credentials = broker_credentials(settings.kafka_security)
+#: the same credentials for the plain aiokafka consumers below
+client_auth = credentials_to_aiokafka_auth(credentials)
 app = faust.App(
     "meridian-scheduler",
     broker=f"kafka://{settings.kafka_bootstrap}",
+    broker_credentials=credentials,
     value_serializer="raw",
     key_serializer="raw",
     web_enabled=False,
@@ -138,7 +156,7 @@ def reason_class(result: Result) -> str:
 async def follow_worker_events() -> None:
     """Every scheduler process reads the whole fleet's events, from now on, with no consumer group."""
     consumer = AIOKafkaConsumer(topics.WORKER_EVENTS, bootstrap_servers=settings.kafka_bootstrap,
-                                group_id=None, auto_offset_reset="latest", fetch_max_wait_ms=5)
+                                group_id=None, auto_offset_reset="latest", fetch_max_wait_ms=5, **client_auth)
     await consumer.start()
     try:
         async for message in consumer:
@@ -151,6 +169,27 @@ async def follow_worker_events() -> None:
             now = time.time()
             core.on_worker_event(event, now)
             await act(core.step(now))
+    finally:
+        await consumer.stop()
+
+
+@app.task
+async def follow_plans() -> None:
+    """Routing policies (Proteus) split queries by the latest plan; read them all, oldest first, so the
+    newest one wins also after a restart."""
+    consumer = AIOKafkaConsumer(topics.PLANS, bootstrap_servers=settings.kafka_bootstrap, group_id=None,
+                                auto_offset_reset="earliest", **client_auth)
+    await consumer.start()
+    try:
+        async for message in consumer:
+            try:
+                plan = AllocationPlan.model_validate_json(message.value)
+            except ValidationError as exc:
+                await copy_to_dead_letters(message.value, describe_validation_error(exc), topics.PLANS,
+                                           message.partition, message.offset)
+                continue
+            if plan.status != "infeasible":
+                core.policy.on_plan(from_message(plan))
     finally:
         await consumer.stop()
 

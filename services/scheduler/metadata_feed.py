@@ -12,6 +12,7 @@ import faust
 from redis.exceptions import RedisError
 
 from services.scheduler.core import SchedulerCore
+from shared import metrics
 from shared.catalogue import Catalogue
 from shared.infaas.metadata import RedisMetadataStore
 from shared.infaas.records import MetadataSnapshot
@@ -29,6 +30,7 @@ def follow_metadata_store(app: faust.App, core: SchedulerCore, settings: Setting
         try:
             snapshot = await asyncio.to_thread(store.snapshot, now)
         except RedisError as exc:
+            metrics.METADATA_REFRESH_FAILURES.inc()
             print(f"scheduler: metadata store unavailable, serving from cached state: {exc}", flush=True)
             return
         core.policy.update_from_metadata(snapshot)

@@ -1,0 +1,56 @@
+"""Fault drills under a steady load on a stack of their own: what the client saw in each.
+
+Run: ``make bench-faults`` (about 6 minutes). Writes ``bench/results/faults.json`` and prints it.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from bench.common import write_result
+from services.drills.hostile import flood
+from services.drills.scenarios import DRILLS, DrillConfig
+from services.launcher import LocalLauncher, read_metric, wait_until
+from services.stack import LocalStack
+
+STEADY = DrillConfig(rate_qps=40.0, duration_s=40.0, fault_at_s=10.0, outage_s=8.0, slo_ms=5000.0, settle_s=120.0)
+#: a minute at three times one worker's capacity
+OVERLOAD = DrillConfig(duration_s=60.0, slo_ms=1000.0, settle_s=120.0)
+HOSTILE_PER_TOPIC = 10_000
+PORT_BASE = 29600
+
+
+def main() -> None:
+    root = Path(tempfile.mkdtemp(prefix="meridian-faults-"))
+    scenarios: dict[str, dict] = {}
+    with LocalStack(var_dir=root / "var", kafka_port=29592, redis_port=26479, components=("kafka", "redis")) as stack:
+        for name, drill in DRILLS.items():
+            config = OVERLOAD if name == "overload" else STEADY
+            outcome = drill(stack, root / name, PORT_BASE, config)
+            scenarios[name] = outcome.model_dump()
+            print(f"{name}: {outcome.model_dump_json()}", flush=True)
+        scenarios["hostile_input"] = hostile_input(stack, root / "hostile").model_dump()
+    write_result("faults", {
+        "setup": {"steady_load": STEADY.__dict__, "overload": OVERLOAD.__dict__,
+                  "hostile_messages_per_topic": HOSTILE_PER_TOPIC,
+                  "workers": "2 real onnxruntime workers (digits-mlp-s, digits-cnn-xs); overload: 1 worker "
+                             "emulating cpu-1t efficientnet-lite0 from its measured profile"},
+        "scenarios": scenarios,
+    })
+
+
+def hostile_input(stack: LocalStack, log_dir: Path):
+    with LocalLauncher(stack.env, log_dir) as launcher:
+        scheduler = launcher.start_scheduler(metrics_port=PORT_BASE)
+        launcher.start_worker("hostile-w", variants=["digits-mlp-s"], metrics_port=PORT_BASE + 1)
+        launcher.start_planner(metrics_port=PORT_BASE + 2)
+        registry = launcher.start_registry(metrics_port=PORT_BASE + 3)
+        launcher.wait_for_workers(scheduler, 1, timeout_s=120)
+        wait_until(lambda: read_metric(PORT_BASE + 3, "meridian_registry_ready") == 1.0, 60, "the registry",
+                   [registry])
+        return flood(stack.settings(), "hostile-w", per_topic=HOSTILE_PER_TOPIC, timeout_s=900,
+                     alive=lambda: all(p.alive() for p in launcher.processes.values()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""A steady query stream and the ledger of what came back, per query id."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from schemas import Query, Result, ResultStatus
+from shared.client import MeridianClient
+from shared.settings import Settings
+
+
+class DrillOutcome(BaseModel):
+    """What the client saw; ``lost`` and ``duplicates_seen_by_client`` are the ones that must be 0."""
+
+    sent: int
+    answered: int
+    dropped: int
+    rejected: int
+    errors: int
+    #: queries with no final result by the end of the settle time
+    lost: int
+    #: extra results for a query id that reached the client (it suppresses them; the wire carried them)
+    duplicates_seen_by_client: int
+    #: from the fault to the last disturbed result (not ``ok``, or slower than 3x the p99 before the
+    #: fault); 0 when nothing was disturbed, None when queries were lost
+    recovery_s: float | None
+    #: answered within their SLO, of those sent
+    within_slo_fraction: float
+    notes: dict[str, float | str] = Field(default_factory=dict)
+
+
+@dataclass
+class SteadyLoad:
+    """Sends ``make_query()`` at ``rate_qps`` from a thread for ``duration_s``, remembering send times."""
+
+    client: MeridianClient
+    make_query: Callable[[], Query]
+    rate_qps: float
+    duration_s: float
+    sent_at: dict[str, float] = field(default_factory=dict)
+    slo_ms: dict[str, float] = field(default_factory=dict)
+
+    def run(self) -> None:
+        start = time.monotonic()
+        count = int(self.rate_qps * self.duration_s)
+        for k in range(count):
+            delay = start + k / self.rate_qps - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            query = self.make_query()
+            now = time.time()
+            self.client.send(query.model_copy(update={"sent_at": now}))
+            self.sent_at[query.query_id] = now
+            self.slo_ms[query.query_id] = query.slo_ms
+        self.client.flush()
+
+
+def run_drill(settings: Settings, make_query: Callable[[], Query], *, rate_qps: float, duration_s: float,
+              fault_at_s: float, inject: Callable[[], None], settle_s: float = 60.0) -> DrillOutcome:
+    """Drive the load, call ``inject`` (which may block while the fault lasts) at ``fault_at_s``, then wait
+    up to ``settle_s`` after the last send for every final result."""
+    received: dict[str, float] = {}
+    with MeridianClient(settings, on_result=lambda result, at: received.setdefault(result.query_id, at)) as client:
+        load = SteadyLoad(client, make_query, rate_qps, duration_s)
+        sender = threading.Thread(target=load.run, name="steady-load")
+        sender.start()
+        time.sleep(fault_at_s)
+        fault_s = time.time()
+        inject()
+        sender.join()
+        client.wait_for(list(load.sent_at), timeout_s=settle_s)
+        results = {qid: result for qid, (result, _) in client.results.items() if qid in load.sent_at}
+        duplicates = client.duplicates
+    return summarize(load.sent_at, load.slo_ms, results, received, duplicates, fault_s)
+
+
+def summarize(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict[str, Result],
+              received: dict[str, float], duplicates: int, fault_s: float) -> DrillOutcome:
+    """The ledger as counts (pure, so it is unit-tested).
+
+    Examples
+    --------
+    >>> from schemas import HopTimestamps
+    >>> def ok(qid): return Result(query_id=qid, status=ResultStatus.OK, timestamps=HopTimestamps())
+    >>> sent, slo = {"a": 0.0, "b": 2.0, "c": 3.0}, {"a": 500.0, "b": 500.0, "c": 500.0}
+    >>> out = summarize(sent, slo, {"a": ok("a"), "b": ok("b")}, {"a": 0.1, "b": 4.0}, 0, 1.0)
+    >>> out.answered, out.lost, out.recovery_s
+    (2, 1, None)
+    >>> summarize(sent, slo, {q: ok(q) for q in sent}, {"a": 0.1, "b": 4.0, "c": 3.1}, 0, 1.0).recovery_s
+    3.0
+    """
+    statuses = [r.status for r in results.values()]
+    latency_s = {qid: received[qid] - sent_at[qid] for qid in results if qid in received}
+    normal = [latency_s[qid] for qid in latency_s if received[qid] < fault_s]
+    threshold_s = max(0.1, 3 * float(np.quantile(normal, 0.99))) if normal else 0.1
+    disturbed = [received[qid] for qid, r in results.items() if qid in received and received[qid] >= fault_s
+                 and (r.status is not ResultStatus.OK or latency_s[qid] > threshold_s)]
+    recovery_s = None if len(results) < len(sent_at) else round(max(disturbed, default=fault_s) - fault_s, 3)
+    in_slo = sum(1 for qid, r in results.items() if r.status is ResultStatus.OK and qid in received
+                 and (received[qid] - sent_at[qid]) * 1000.0 <= slo_ms[qid])
+    return DrillOutcome(
+        sent=len(sent_at), answered=statuses.count(ResultStatus.OK), dropped=statuses.count(ResultStatus.DROPPED),
+        rejected=statuses.count(ResultStatus.REJECTED), errors=statuses.count(ResultStatus.ERROR),
+        lost=len(sent_at) - len(results), duplicates_seen_by_client=duplicates, recovery_s=recovery_s,
+        within_slo_fraction=round(in_slo / len(sent_at), 4) if sent_at else 0.0)

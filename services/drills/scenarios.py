@@ -1,0 +1,180 @@
+"""The drills: each starts its services on the given stack, breaks one thing under a steady load, and
+returns what the client saw.
+
+Ports: each drill takes a ``port_base`` and uses the next few metrics ports from it, so tests and the
+benchmark can run them next to other services.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schemas import Query
+from services.drills.load import DrillOutcome, run_drill
+from services.launcher import LocalLauncher, ManagedProcess, read_metric
+from services.stack import LocalStack
+from shared.settings import REPO_ROOT
+from shared.tensors import encode
+
+DIGITS_TEST_SPLIT = REPO_ROOT / "var/models/digits-test.npz"
+#: real onnxruntime variants; cheap enough that two workers keep up with the drills' load
+DIGITS_VARIANTS = ["digits-mlp-s", "digits-cnn-xs"]
+#: ~9.6 ms per image measured on this CPU: an emulated worker of it has a capacity one client can exceed
+OVERLOAD_VARIANT = "efficientnet-lite0"
+
+
+@dataclass(frozen=True)
+class DrillConfig:
+    rate_qps: float = 40.0
+    duration_s: float = 20.0
+    fault_at_s: float = 5.0
+    #: how long the broken part stays broken (outages), or before a killed process is restarted
+    outage_s: float = 5.0
+    slo_ms: float = 5000.0
+    settle_s: float = 90.0
+
+
+def digits_queries(slo_ms: float, seed: int = 0) -> Callable[[], Query]:
+    data = np.load(DIGITS_TEST_SPLIT)
+    x = data["x"].astype(np.float32)
+    rng = np.random.default_rng(seed)
+
+    def make() -> Query:
+        rows = x[rng.integers(0, len(x), size=2)]
+        return Query(query_id=f"drill-{uuid.uuid4().hex}", application="digits", model="digits", slo_ms=slo_ms,
+                     batch_size=len(rows), inputs=encode(rows), sent_at=time.time())
+    return make
+
+
+def _digits_pipeline(launcher: LocalLauncher, port_base: int, *, policy: str | None = None) -> ManagedProcess:
+    scheduler = launcher.start_scheduler(metrics_port=port_base, policy=policy)
+    for index in (1, 2):
+        launcher.start_worker(f"drill-w{index}", variants=DIGITS_VARIANTS, metrics_port=port_base + index)
+    launcher.wait_for_workers(scheduler, 2, timeout_s=120)
+    return scheduler
+
+
+def worker_kill(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
+    """SIGKILL one of two workers; restart it with the same id after ``outage_s``."""
+    with LocalLauncher(stack.env, log_dir) as launcher:
+        _digits_pipeline(launcher, port_base)
+
+        def inject() -> None:
+            launcher.processes.pop("worker-drill-w1").kill()
+            time.sleep(config.outage_s)
+            launcher.start_worker("drill-w1", variants=DIGITS_VARIANTS, metrics_port=port_base + 1)
+        return run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
+                         duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
+                         settle_s=config.settle_s)
+
+
+def scheduler_restart(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
+    """SIGKILL the scheduler and start a new one: it re-reads every query whose offset it had not committed."""
+    with LocalLauncher(stack.env, log_dir) as launcher:
+        _digits_pipeline(launcher, port_base)
+
+        def inject() -> None:
+            launcher.processes.pop("scheduler").kill()
+            time.sleep(config.outage_s)
+            launcher.start_scheduler(metrics_port=port_base)
+        return run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
+                         duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
+                         settle_s=config.settle_s)
+
+
+def broker_restart(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
+    """Stop the Kafka broker (clean shutdown) and start it again after ``outage_s``."""
+    with LocalLauncher(stack.env, log_dir) as launcher:
+        _digits_pipeline(launcher, port_base)
+
+        def inject() -> None:
+            stack.restart("kafka", down_s=config.outage_s)
+        return run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
+                         duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
+                         settle_s=config.settle_s)
+
+
+def redis_outage(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
+    """Stop Redis under an ``infaas`` scheduler (which reads instance states from it every 2 s).
+
+    Redis keeps its data across the restart (append-only file), as a deployment's would.
+    """
+    with LocalLauncher(stack.env, log_dir) as launcher:
+        scheduler = _digits_pipeline(launcher, port_base, policy="infaas")
+
+        def inject() -> None:
+            stack.restart("redis", down_s=config.outage_s)
+        outcome = run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
+                            duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
+                            settle_s=config.settle_s)
+        outcome.notes["metadata_refresh_failures"] = _metric(scheduler, "meridian_metadata_refresh_failures_total")
+        return outcome
+
+
+def overload(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
+    """Three times one emulated worker's capacity for ``duration_s``, then a normal load: the queue stays
+    bounded (hopeless queries are dropped explicitly) and the scheduler's memory with it."""
+    env = {"MERIDIAN_APPLICATIONS": '{"vision": ["efficientnet-lite"]}'}
+    with LocalLauncher(stack.env, log_dir) as launcher:
+        scheduler = launcher.start_scheduler(metrics_port=port_base, extra_env=env)
+        launcher.start_worker("drill-emu", variants=[OVERLOAD_VARIANT], metrics_port=port_base + 1,
+                              emulate="cpu-1t", max_batch=1, extra_env=env)
+        launcher.wait_for_workers(scheduler, 1, timeout_s=120)
+        capacity_qps = 1000.0 / _single_latency_ms()
+        rss_before = _rss_mb(scheduler)
+        peak = {"rss_mb": rss_before, "queue": 0.0}
+
+        def watch_while_overloaded() -> None:
+            deadline = time.monotonic() + config.duration_s
+            while time.monotonic() < deadline:
+                peak["rss_mb"] = max(peak["rss_mb"], _rss_mb(scheduler))
+                peak["queue"] = max(peak["queue"], _metric(scheduler, "meridian_queue_depth"))
+                time.sleep(0.5)
+
+        def make() -> Query:
+            return Query(query_id=f"drill-{uuid.uuid4().hex}", application="vision", slo_ms=config.slo_ms,
+                         batch_size=1, sent_at=time.time())
+
+        outcome = run_drill(stack.settings(), make, rate_qps=3 * capacity_qps, duration_s=config.duration_s,
+                            fault_at_s=0.0, inject=watch_while_overloaded, settle_s=config.settle_s)
+        # recovery: a normal load afterwards is served within its SLO again
+        after = run_drill(stack.settings(), make, rate_qps=0.5 * capacity_qps, duration_s=5.0, fault_at_s=0.0,
+                          inject=lambda: None, settle_s=config.settle_s)
+        outcome.notes.update(capacity_qps=round(capacity_qps, 1), offered_qps=round(3 * capacity_qps, 1),
+                             scheduler_rss_mb_before=round(rss_before, 1),
+                             scheduler_rss_mb_peak=round(peak["rss_mb"], 1), peak_queue_depth=peak["queue"],
+                             after_overload_within_slo_fraction=after.within_slo_fraction,
+                             after_overload_lost=after.lost, emulated_device="cpu-1t (replayed profile)")
+        return outcome
+
+
+def _single_latency_ms() -> float:
+    from shared.profiles.format import ProfileSet
+
+    profiles = ProfileSet.load(REPO_ROOT / "profiles" / "efficientnet-lite.json")
+    return profiles.get(OVERLOAD_VARIANT, "cpu-1t").latency_ms(1)
+
+
+def _metric(process: ManagedProcess, name: str) -> float:
+    return read_metric(process.metrics_port, name) or 0.0
+
+
+def _rss_mb(process: ManagedProcess) -> float:
+    for line in Path(f"/proc/{process.popen.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+DRILLS: dict[str, Callable[[LocalStack, Path, int, DrillConfig], DrillOutcome]] = {
+    "worker_kill": worker_kill,
+    "scheduler_restart": scheduler_restart,
+    "broker_restart": broker_restart,
+    "redis_outage": redis_outage,
+    "overload": overload,
+}

@@ -1,0 +1,65 @@
+"""Fault drills on the real stack: every query gets exactly one final result at the client, none is lost.
+
+Each drill runs a short steady load (the benchmark ``make bench-faults`` runs them longer). The broker
+and Redis drills restart this session's broker and Redis, so they run on a stack of their own.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from services.drills.hostile import flood
+from services.drills.scenarios import DRILLS, DrillConfig
+from services.launcher import LocalLauncher, read_metric, wait_until
+from services.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+SHORT = DrillConfig(rate_qps=30.0, duration_s=12.0, fault_at_s=4.0, outage_s=4.0, slo_ms=5000.0, settle_s=90.0)
+
+
+@pytest.fixture(scope="module")
+def own_stack(tmp_path_factory) -> Iterator[LocalStack]:
+    """A broker and Redis only these drills use (they restart them)."""
+    with LocalStack(var_dir=tmp_path_factory.mktemp("faults-var"), kafka_port=19592, redis_port=16479,
+                    components=("kafka", "redis")) as stack:
+        yield stack
+
+
+@pytest.mark.parametrize("drill", ["worker_kill", "scheduler_restart", "broker_restart", "redis_outage"])
+def test_a_fault_under_load_loses_no_query(drill, own_stack, tmp_path) -> None:
+    outcome = DRILLS[drill](own_stack, tmp_path, 19600, SHORT)
+    assert outcome.sent == int(SHORT.rate_qps * SHORT.duration_s)
+    assert outcome.lost == 0, outcome
+    assert outcome.errors == 0 and outcome.rejected == 0, outcome
+    assert outcome.answered + outcome.dropped == outcome.sent
+    assert outcome.answered >= 0.9 * outcome.sent, outcome
+    assert outcome.recovery_s is not None
+    if drill == "redis_outage":
+        assert outcome.notes["metadata_refresh_failures"] >= 1, "the outage should have been noticed"
+
+
+def test_overload_drops_explicitly_keeps_memory_bounded_and_recovers(own_stack, tmp_path) -> None:
+    outcome = DRILLS["overload"](own_stack, tmp_path, 19610, DrillConfig(duration_s=15.0, slo_ms=1000.0))
+    assert outcome.lost == 0, outcome
+    assert outcome.dropped > 0, "3x capacity must shed load explicitly"
+    # queries are dropped once queued a whole SLO (1 s): the queue holds a few seconds of arrivals at most,
+    # not the whole run's (15 s)
+    assert outcome.notes["peak_queue_depth"] <= 3 * outcome.notes["offered_qps"], outcome.notes
+    assert outcome.notes["scheduler_rss_mb_peak"] < outcome.notes["scheduler_rss_mb_before"] + 100, outcome.notes
+    assert outcome.notes["after_overload_within_slo_fraction"] >= 0.95, outcome.notes
+
+
+def test_hostile_input_on_every_topic_is_dead_lettered_and_nothing_crashes(own_stack, tmp_path, digits_variants):
+    with LocalLauncher(own_stack.env, tmp_path) as launcher:
+        scheduler = launcher.start_scheduler(metrics_port=19620)
+        launcher.start_worker("hostile-w", variants=digits_variants[:1], metrics_port=19621)
+        launcher.start_planner(metrics_port=19622)
+        registry = launcher.start_registry(metrics_port=19623)
+        launcher.wait_for_workers(scheduler, 1, timeout_s=120)
+        wait_until(lambda: read_metric(19623, "meridian_registry_ready") == 1.0, 60, "the registry", [registry])
+        outcome = flood(own_stack.settings(), "hostile-w", per_topic=10_000, timeout_s=600,
+                        alive=lambda: all(p.alive() for p in launcher.processes.values()))
+    assert outcome.services_alive, outcome
+    assert outcome.lost == 0, outcome.per_topic
