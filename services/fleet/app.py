@@ -11,6 +11,7 @@ Run: ``python -m services.fleet``
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 import os
 import signal
 import threading
@@ -19,36 +20,33 @@ from pydantic import ValidationError
 
 from schemas import AllocationPlan
 from services.launcher import LocalLauncher
+from services.worker_launcher import LocalWorkerLauncher, WorkerLauncher
 from shared import metrics, topics
 from shared.fleet import FleetChanges, reconcile
 from shared.dead_letter import describe_validation_error, send_dead_letter
 from shared.kafka_io import make_consumer, make_producer
 from shared.policy.base import Placement
-from shared.profiles.sources import load_profile_source
 from shared.settings import Settings
 
 SERVICE = "fleet"
+AUTOSCALER = "autoscaler"
 
 
 class Fleet:
     """The workers this service runs, and how to change them."""
 
-    def __init__(self, settings: Settings, launcher: LocalLauncher) -> None:
+    def __init__(self, settings: Settings, launcher: WorkerLauncher, devices: Iterable[str]) -> None:
         self.settings = settings
         self.launcher = launcher
         self.running: dict[str, Placement] = {}
-        self._ports = itertools.count(settings.fleet_metrics_port_base)
         self._ids = itertools.count(1)
-        self._device_source = {
-            device: source for source in settings.profile_sources
-            for device in load_profile_source(source, settings).device_by_name
-        }
-        for device in self._device_source:  # at 0 before the first change, so increase() counts it
+        for device in devices:  # at 0 before the first change, so increase() counts it
             for action in ("start", "stop"):
                 metrics.SCALING_ACTIONS.labels(SERVICE, action, device)
 
     def apply(self, plan: AllocationPlan) -> FleetChanges:
-        if plan.status == "infeasible":
+        # the autoscaler starts and stops its own workers; its plans are a record, not a request
+        if plan.status == "infeasible" or plan.planner == AUTOSCALER:
             metrics.FLEET_PLANS_RECEIVED.labels("skipped").inc()
             return FleetChanges(start=(), stop=())
         desired = [Placement(p.device, tuple(p.variants)) for p in plan.placements]
@@ -57,17 +55,15 @@ class Fleet:
             self._start(placement)
             metrics.SCALING_ACTIONS.labels(SERVICE, "start", placement.device).inc()
         for worker_id in changes.stop:
-            self.launcher.stop(f"worker-{worker_id}")
+            self.launcher.stop(worker_id)
             metrics.SCALING_ACTIONS.labels(SERVICE, "stop", self.running.pop(worker_id).device).inc()
         metrics.FLEET_PLANS_RECEIVED.labels("applied").inc()
         self._report()
         return changes
 
     def _start(self, placement: Placement) -> None:
-        emulate = None if placement.device == self.settings.local_device else placement.device
         worker_id = f"{placement.device.replace('.', '-')}-{next(self._ids)}"
-        self.launcher.start_worker(worker_id, variants=list(placement.variants), metrics_port=next(self._ports),
-                                   emulate=emulate, profile_source=self._device_source.get(placement.device, "dir"))
+        self.launcher.start(worker_id, placement.device, placement.variants)
         self.running[worker_id] = placement
 
     def _report(self) -> None:
@@ -90,7 +86,8 @@ def main() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with LocalLauncher(dict(os.environ), settings.var_dir / "logs" / "fleet") as launcher:
-        fleet = Fleet(settings, launcher)
+        workers = LocalWorkerLauncher(launcher, settings, metrics_port_base=settings.fleet_metrics_port_base)
+        fleet = Fleet(settings, workers, workers.device_source)
         try:
             while not stop.is_set():
                 for records in consumer.poll(timeout_ms=500).values():

@@ -62,7 +62,7 @@ def _size_reason(exc: ValidationError) -> str | None:
     limits = {"model_onnx_b64": ("model", MAX_MODEL_BYTES),
               "validation_npz_b64": ("validation set", MAX_VALIDATION_BYTES)}
     for error in exc.errors():
-        field = error.get("loc", ("",))[0]
+        field = next(iter(error.get("loc") or ()), None)
         if error.get("type") == "string_too_long" and field in limits:
             what, limit = limits[field]
             return f"{what} exceeds the {limit}-byte limit"

@@ -186,3 +186,17 @@ def test_monitor_unloads_and_forgets_stopped_or_silent_workers():
     mon.flush(5.5)
     mon.flush(9.0)  # silent for 4 s > 3 s timeout
     assert store.get_worker("w1") is None
+
+
+@pytest.mark.parametrize("raw", [b"\xff", b"[]", b'{"request_id": 5}'])
+def test_any_malformed_registration_gets_a_reason(raw):
+    """Errors without a field location (not JSON, not an object) once crashed the registry's size check."""
+    from pydantic import ValidationError
+
+    from services.registry.app import _size_reason
+    from shared.dead_letter import describe_validation_error
+
+    with pytest.raises(ValidationError) as caught:
+        RegisterModel.model_validate_json(raw)
+    assert _size_reason(caught.value) is None
+    assert describe_validation_error(caught.value).startswith("malformed message:")

@@ -112,11 +112,11 @@ class FakeLauncher:
         self.started: list[str] = []
         self.stopped: list[str] = []
 
-    def start_worker(self, worker_id: str, **options: object) -> None:
+    def start(self, worker_id: str, device: str, variants: object) -> None:
         self.started.append(worker_id)
 
-    def stop(self, name: str) -> None:
-        self.stopped.append(name)
+    def stop(self, worker_id: str) -> None:
+        self.stopped.append(worker_id)
 
 
 def plan(*devices: str, status: str = "feasible") -> AllocationPlan:
@@ -125,8 +125,8 @@ def plan(*devices: str, status: str = "feasible") -> AllocationPlan:
 
 
 def test_the_fleet_counts_its_scaling_actions_and_skipped_plans() -> None:
-    fleet = Fleet(Settings(profile_sources=["kairos"], local_device="cpu-1t"), FakeLauncher())
     gpu, cpu = "g4dn.xlarge", "c5n.2xlarge"
+    fleet = Fleet(Settings(profile_sources=["kairos"], local_device="cpu-1t"), FakeLauncher(), [gpu, cpu])
 
     def actions(action: str, device: str) -> float:
         return value("meridian_scaling_actions_total", service="fleet", action=action, device=device) or 0.0
@@ -136,9 +136,10 @@ def test_the_fleet_counts_its_scaling_actions_and_skipped_plans() -> None:
     fleet.apply(plan(gpu, cpu, cpu))
     fleet.apply(plan(gpu))
     fleet.apply(plan(status="infeasible"))
+    fleet.apply(plan(gpu, gpu).model_copy(update={"planner": "autoscaler"}))  # it ran those workers itself
     assert actions("start", gpu) - before["start", gpu] == 1 and actions("start", cpu) - before["start", cpu] == 2
     assert actions("stop", cpu) - before["stop", cpu] == 2 and actions("stop", gpu) == before["stop", gpu]
-    assert value("meridian_fleet_plans_received_total", outcome="skipped") == skipped + 1
+    assert value("meridian_fleet_plans_received_total", outcome="skipped") == skipped + 2
     assert value("meridian_fleet_workers", device=gpu, emulated="true") == 1
 
 

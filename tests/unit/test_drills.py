@@ -1,0 +1,29 @@
+"""The drills' ledger: what counts as lost, duplicated, disturbed and recovered."""
+from __future__ import annotations
+
+from schemas import HopTimestamps, Result, ResultStatus
+from services.drills.load import summarize
+
+
+def result(query_id: str, status: ResultStatus = ResultStatus.OK) -> Result:
+    return Result(query_id=query_id, status=status, timestamps=HopTimestamps())
+
+
+def test_a_query_without_a_result_is_lost_and_recovery_is_unknown() -> None:
+    out = summarize({"a": 0.0, "b": 2.0}, {"a": 500.0, "b": 500.0}, {"a": result("a")}, {"a": 0.1}, 0, 1.0)
+    assert (out.sent, out.answered, out.lost, out.recovery_s) == (2, 1, 1, None)
+
+
+def test_recovery_ends_with_the_last_disturbed_result() -> None:
+    sent = {"a": 0.0, "b": 2.0, "c": 3.0, "d": 4.0}
+    results = {"a": result("a"), "b": result("b"), "c": result("c", ResultStatus.DROPPED), "d": result("d")}
+    received = {"a": 0.1, "b": 2.1, "c": 5.5, "d": 4.1}  # b and d are as fast as before; c was dropped at 5.5
+    out = summarize(sent, dict.fromkeys(sent, 500.0), results, received, 2, 1.0)
+    assert out.recovery_s == 4.5
+    assert (out.dropped, out.duplicates_seen_by_client, out.within_slo_fraction) == (1, 2, 0.75)
+
+
+def test_nothing_disturbed_means_zero_recovery() -> None:
+    sent = {"a": 0.0, "b": 2.0}
+    out = summarize(sent, dict.fromkeys(sent, 500.0), {q: result(q) for q in sent}, {"a": 0.1, "b": 2.1}, 0, 1.0)
+    assert out.recovery_s == 0.0 and out.lost == 0
