@@ -55,6 +55,13 @@ class Settings(BaseSettings):
     planner_budget_per_hour: float = Field(default=2.5, gt=0.0)
     #: queries an application must have sent before its first plan
     planner_min_queries: int = Field(default=1000, ge=1)
+    #: the autoscaler service's policy (``shared.autoscale.registry``: infaas, sm_plus, clipper_plus)
+    autoscaler_policy: str = "infaas"
+    #: vCPUs of one machine the autoscaler starts (an instance reserves one; a worker process runs one batch
+    #: at a time, so 1 = one instance per worker)
+    autoscaler_worker_vcpus: int = Field(default=1, ge=1)
+    #: seconds from asking for a machine until it can serve (a local worker process starts in a few)
+    autoscaler_worker_startup_s: float = Field(default=5.0, ge=0.0)
     #: the device type a real (non-emulated) worker on this machine is
     local_device: str = "cpu-1t"
     #: workers the fleet service starts get metrics ports from here upwards
@@ -66,5 +73,8 @@ class Settings(BaseSettings):
     fleet_metrics_port: int = 9111
     registry_metrics_port: int = 9112
     lag_exporter_metrics_port: int = 9113
+    autoscaler_metrics_port: int = 9114
+    #: workers the autoscaler starts get metrics ports from here upwards
+    autoscaler_worker_port_base: int = 9300
     bind_host: str = "127.0.0.1"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)

@@ -1,0 +1,3 @@
+from services.autoscaler.app import main
+
+main()

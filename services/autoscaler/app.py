@@ -1,0 +1,150 @@
+"""Autoscaler: INFaaS's model- and VM-level autoscaling as a service.
+
+Consumes ``meridian.load-stats`` (group ``meridian.autoscaler``) and ``meridian.worker-events`` (every
+event, no group); every second it asks the autoscaler policy (``shared.autoscale``) what to change, then
+unloads and stops, starts and loads: variants through the workers' dispatch topics, machines through a
+`WorkerLauncher` (local processes here). Each change is published as an ``AllocationPlan`` with its
+$/hour on ``meridian.plans``.
+
+Run: ``python -m services.autoscaler``
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from kafka import KafkaProducer
+from pydantic import ValidationError
+
+from schemas import LoadStatistics, LoadVariant, UnloadVariant, worker_event_adapter
+from services.autoscaler.tracker import FleetTracker
+from services.launcher import LocalLauncher
+from services.worker_launcher import LocalWorkerLauncher, WorkerLauncher
+from shared import metrics, topics
+from shared.autoscale import Application, BaseAutoscaler, Catalogue, ScaleActions, WorkerType, make_autoscaler
+from shared.autoscale.cost import to_fleet_plan
+from shared.catalogue import Catalogue as ServingCatalogue
+from shared.dead_letter import describe_validation_error, send_dead_letter
+from shared.kafka_io import make_admin, make_consumer, make_producer
+from shared.plans import to_message
+from shared.settings import Settings
+
+SERVICE = "autoscaler"
+
+
+def autoscale_catalogue(settings: Settings) -> Catalogue:
+    """Every profiled device as a machine type of ``autoscaler_worker_vcpus`` vCPUs (an instance reserves
+    one; on a GPU machine, the GPU), and every configured application with its family's default SLO."""
+    serving = ServingCatalogue.from_settings(settings)
+    profiles = serving.profiles
+    vcpus = settings.autoscaler_worker_vcpus
+    workers = [WorkerType(d.name, d.kind, d.price_per_hour, {"vcpu": vcpus} if d.kind == "cpu" else {"vcpu": vcpus, "gpu": 1},
+                          settings.autoscaler_worker_startup_s) for d in profiles.devices]
+    applications = [Application(app, family, profiles.slo_ms.get(family, 1000.0))
+                    for app, families in settings.applications.items() for family in families[:1]]
+    return Catalogue.from_profiles(profiles, workers, applications)
+
+
+class Autoscaler:
+    """Polls the policy and applies its answer; the Kafka loop only feeds it."""
+
+    def __init__(self, settings: Settings, policy: BaseAutoscaler, launcher: WorkerLauncher,
+                 producer: KafkaProducer) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.launcher = launcher
+        self.producer = producer
+        self.tracker = FleetTracker(policy.catalogue)
+
+    def poll(self, now_s: float) -> ScaleActions:
+        state = self.tracker.state(now_s)
+        started = time.perf_counter()
+        actions = self.policy.step(state, now_s)
+        metrics.PLANNER_SOLVE.labels(SERVICE, self.policy.name).observe(time.perf_counter() - started)
+        if not actions:
+            return actions
+        self.apply(actions)
+        self.tracker.expect(actions, now_s)
+        plan = to_fleet_plan(state, self.policy.catalogue, actions)
+        message = to_message(plan, planner=SERVICE, now=now_s)
+        self.producer.send(topics.PLANS, key=b"fleet", value=message.model_dump_json().encode())
+        metrics.PLANS.labels(SERVICE, message.status).inc()
+        if plan.cost_per_hour is not None:
+            metrics.FLEET_COST.labels("fleet").set(plan.cost_per_hour)
+        return actions
+
+    def apply(self, actions: ScaleActions) -> None:
+        """Stops and unloads first, then starts and loads, as the policy's contract says."""
+        devices = {worker_id: worker.device for worker_id, worker in self.tracker.workers.items()}
+        for unload in actions.unloads:
+            self._command(UnloadVariant(worker_id=unload.worker_id, variant=unload.variant),
+                          devices.get(unload.worker_id, "unknown"), unload.reason)
+        for stop in actions.stop:
+            self.launcher.stop(stop.worker_id)
+            self._count("stop", devices.get(stop.worker_id, "unknown"), stop.reason)
+        for start in actions.start:
+            self.launcher.start(start.worker_id, start.device, [i.variant for i in start.instances])
+            self._count("start", start.device, start.reason)
+        for load in actions.loads:
+            self._command(LoadVariant(worker_id=load.worker_id, variant=load.variant),
+                          devices.get(load.worker_id, "unknown"), load.reason)
+        self.producer.flush()
+
+    def _command(self, command: LoadVariant | UnloadVariant, device: str, reason: str) -> None:
+        self.producer.send(topics.dispatch_topic(command.worker_id), key=command.variant.encode(),
+                           value=command.model_dump_json().encode())
+        self._count(command.command, device, f"{command.variant} on {command.worker_id}: {reason}")
+
+    def _count(self, action: str, device: str, reason: str) -> None:
+        metrics.SCALING_ACTIONS.labels(SERVICE, action, device).inc()
+        print(f"autoscaler: {action} ({device}): {reason or 'no reason given'}", flush=True)
+
+
+def main() -> None:
+    settings = Settings()
+    admin = make_admin(settings)
+    try:
+        topics.ensure_topics(admin, topics.core_topics(settings))
+    finally:
+        admin.close()
+    metrics.serve_metrics(settings.autoscaler_metrics_port, settings.bind_host)
+    metrics.DEAD_LETTERS.labels(SERVICE)
+    policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings))
+    load_stats = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.autoscaler",
+                               auto_offset_reset="latest")
+    load_stats.partitions_for_topic(topics.LOAD_STATS)
+    events = make_consumer(settings, topics.WORKER_EVENTS, group_id=None, auto_offset_reset="latest",
+                           fetch_max_wait_ms=50)
+    producer = make_producer(settings)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with LocalLauncher(dict(os.environ), settings.var_dir / "logs" / "autoscaler") as launcher:
+        workers = LocalWorkerLauncher(launcher, settings, metrics_port_base=settings.autoscaler_worker_port_base)
+        autoscaler = Autoscaler(settings, policy, workers, producer)
+        next_poll = time.time()
+        try:
+            while not stop.is_set():
+                for consumer in (events, load_stats):
+                    for records in consumer.poll(timeout_ms=50).values():
+                        for record in records:
+                            feed(autoscaler, producer, record, consumer is events)
+                load_stats.commit()
+                if time.time() >= next_poll:
+                    autoscaler.poll(time.time())
+                    next_poll += policy.poll_interval_s
+        finally:
+            events.close()
+            load_stats.close()
+            producer.close(timeout=5)
+
+
+def feed(autoscaler: Autoscaler, producer: KafkaProducer, record, is_event: bool) -> None:
+    try:
+        if is_event:
+            autoscaler.tracker.on_worker_event(worker_event_adapter.validate_json(record.value), time.time())
+        else:
+            autoscaler.tracker.on_load_statistics(LoadStatistics.model_validate_json(record.value))
+    except ValidationError as exc:
+        send_dead_letter(producer, record, describe_validation_error(exc), service=SERVICE)
