@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     result_partitions: int = Field(default=4, ge=1)
     #: the dispatch policy the scheduler runs (see ``shared.policy.registry``)
     scheduler_policy: str = "fcfs"
+    #: the RAMSIS policy set (its name in Redis) the ``ramsis`` dispatch policy serves with
+    ramsis_policy_set: str = "digits"
     #: application -> the model families it may query
     applications: dict[str, list[str]] = Field(default_factory=lambda: {"digits": ["digits"]})
     profiles_dir: Path = REPO_ROOT / "profiles"
@@ -53,6 +55,11 @@ class Settings(BaseSettings):
     planner: str = "kairos"
     #: the fleet's cost budget, $/hour
     planner_budget_per_hour: float = Field(default=2.5, gt=0.0)
+    #: the fleet a fleet-wide planner (``proteus``) places variants on: device type -> count
+    #: (empty: one device of every profiled type)
+    planner_fleet: dict[str, int] = Field(default_factory=dict)
+    #: a fleet-wide planner re-plans at least this often (and earlier on a burst)
+    replan_period_s: float = Field(default=30.0, gt=0.0)
     #: queries an application must have sent before its first plan
     planner_min_queries: int = Field(default=1000, ge=1)
     #: the autoscaler service's policy (``shared.autoscale.registry``: infaas, sm_plus, clipper_plus)

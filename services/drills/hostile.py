@@ -42,34 +42,36 @@ class HostileOutcome(BaseModel):
     elapsed_s: float
 
 
-def templates(worker_id: str) -> dict[str, dict]:
-    """One valid message per input topic, as JSON objects to corrupt."""
+def templates(worker_id: str) -> dict[str, tuple[dict, list[str]]]:
+    """One valid message per input topic, as a JSON object to corrupt, with its required fields."""
     now = time.time()
-    return {
+    messages = {
         topics.QUERIES: Query(query_id="h", application="digits", model="digits", slo_ms=100.0, batch_size=1,
-                              sent_at=now).model_dump(mode="json"),
+                              sent_at=now),
         topics.WORKER_EVENTS: WorkerHeartbeat(worker_id="h", device="cpu-1t", emulated=True, variants=["v"],
                                               max_batch=1, inflight=0, busy_fraction=0.0, price_per_hour=0.0,
-                                              at=now).model_dump(mode="json"),
+                                              at=now),
         topics.PLANS: AllocationPlan(plan_id="h", planner="h", status="optimal", message="", placements=[],
-                                     at=now).model_dump(mode="json"),
+                                     at=now),
         topics.LOAD_STATS: LoadStatistics(application="digits", window_s=1.0, arrival_rate_qps=1.0, queue_depth=0,
-                                          at=now).model_dump(mode="json"),
+                                          at=now),
         topics.REGISTRATIONS: RegisterModel(request_id="h", model_name="h", app_id="h", input_shape=[1, 8, 8],
                                             model_onnx_b64="AA==", validation_npz_b64="AA==",
-                                            sent_at=now).model_dump(mode="json"),
+                                            sent_at=now),
         topics.dispatch_topic(worker_id): DispatchBatch(batch_id="h", worker_id=worker_id, variant="v", queries=[
             QueryWork(query_id="h", application="digits", batch_size=1, slo_ms=100.0, timestamps=HopTimestamps())
-        ]).model_dump(mode="json"),
+        ]),
     }
+    return {topic: (message.model_dump(mode="json"),
+                    sorted(name for name, f in type(message).model_fields.items() if f.is_required()))
+            for topic, message in messages.items()}
 
 
-def hostile_messages(template: dict, *, semantic: bool) -> st.SearchStrategy[bytes]:
-    fields = sorted(template)
+def hostile_messages(template: dict, required: list[str], *, semantic: bool) -> st.SearchStrategy[bytes]:
     corrupted = st.one_of(
         st.builds(lambda k, v: {**template, f"x_{k}": v}, st.text(min_size=1, max_size=8), JSON),
-        st.builds(lambda k: {**template, k: IMPOSSIBLE}, st.sampled_from(fields)),
-        st.builds(lambda k: {f: v for f, v in template.items() if f != k}, st.sampled_from(fields)),
+        st.builds(lambda k: {**template, k: IMPOSSIBLE}, st.sampled_from(sorted(template))),
+        st.builds(lambda k: {f: v for f, v in template.items() if f != k}, st.sampled_from(required)),
     ).map(lambda obj: json.dumps(obj).encode())
     options = [st.binary(max_size=512).map(lambda b: b"\xff" + b),  # never valid UTF-8 JSON
                JSON.filter(lambda v: not isinstance(v, dict) or "schema_version" not in v)
@@ -82,7 +84,11 @@ def hostile_messages(template: dict, *, semantic: bool) -> st.SearchStrategy[byt
 
 
 def generate(strategy: st.SearchStrategy[bytes], count: int, seed: int) -> list[bytes]:
-    """``count`` examples from hypothesis' generator (reproducible from ``seed``)."""
+    """``count`` examples from hypothesis' generator, one per example (reproducible from ``seed``).
+
+    One message per example keeps them varied (lists of messages per example run faster but repeat
+    most messages).
+    """
     out: list[bytes] = []
 
     @hypothesis_settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
@@ -99,8 +105,9 @@ def flood(settings: Settings, worker_id: str, *, per_topic: int, seed: int = 0, 
           alive: Callable[[], bool] = lambda: True) -> HostileOutcome:
     """Send ``per_topic`` hostile messages to each input topic; count the dead letters that come back."""
     started = time.monotonic()
-    batches = {topic: generate(hostile_messages(template, semantic=topic == topics.QUERIES), per_topic, seed)
-               for topic, template in templates(worker_id).items()}
+    batches = {topic: generate(hostile_messages(template, required, semantic=topic == topics.QUERIES), per_topic,
+                               seed)
+               for topic, (template, required) in templates(worker_id).items()}
     reader = make_consumer(settings, group_id=None, fetch_max_wait_ms=50)
     tp = TopicPartition(topics.DEAD_LETTER, 0)
     reader.assign([tp])

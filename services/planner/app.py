@@ -1,9 +1,13 @@
 """Planner: turns load statistics into allocation plans.
 
 Consumes ``meridian.load-stats`` (group ``meridian.planner``); produces ``AllocationPlan`` on
-``meridian.plans``. Per application it keeps the recent query sizes (Kairos's batch-size monitor) and
-plans once enough queries were seen, then again whenever the size distribution shifts — with zero online
-evaluations, as Kairos does.
+``meridian.plans``. Two kinds of planner:
+
+- per application (``kairos``): it keeps the recent query sizes (Kairos's batch-size monitor) and plans
+  once enough queries were seen, then again whenever the size distribution shifts — with zero online
+  evaluations, as Kairos does;
+- the whole fleet at once (``proteus``): every load-statistics interval it feeds the arrivals of all
+  applications to a re-plan monitor, and solves the MILP periodically and on bursts.
 
 Run: ``python -m services.planner``
 """
@@ -25,11 +29,15 @@ from shared.dead_letter import describe_validation_error, send_dead_letter
 from shared.kafka_io import make_admin, make_consumer, make_producer
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.plans import to_message
+from shared.proteus.control import PlanningController
+from shared.proteus.monitor import ReplanMonitor
 from shared.policy.base import LoadSnapshot, Planner, PlanStatus
 from shared.policy.registry import make_planner
 from shared.settings import Settings
 
 SERVICE = "planner"
+#: planners that plan every application's share of one fleet together
+FLEET_PLANNERS = {"proteus"}
 
 
 @dataclass
@@ -45,11 +53,17 @@ class PlannerContext:
     settings: Settings
     producer: KafkaProducer
     applications: dict[str, ApplicationPlanning] = field(default_factory=dict)
+    #: the fleet-wide planner (``proteus``) and the arrivals seen since it last looked
+    fleet: PlanningController | None = None
+    arrivals: Counter[str] = field(default_factory=Counter)
     #: devices of each application's latest applied plan (to drop the gauges of devices a new plan drops)
     planned_devices: dict[str, set[str]] = field(default_factory=dict)
 
 
 def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: float) -> AllocationPlan | None:
+    if ctx.fleet is not None:
+        ctx.arrivals[stats.application] += round(stats.arrival_rate_qps * stats.window_s)
+        return None
     app = ctx.applications.get(stats.application)
     if app is None:
         return None
@@ -68,6 +82,24 @@ def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: floa
     message = to_message(plan, planner=ctx.settings.planner, now=now)
     ctx.producer.send(topics.PLANS, key=stats.application.encode(), value=message.model_dump_json().encode())
     observe_plan(ctx, stats.application, message)
+    return message
+
+
+def plan_fleet(ctx: PlannerContext, now: float) -> AllocationPlan | None:
+    """One monitoring interval of the fleet-wide planner: record the arrivals, re-plan if it is due."""
+    assert ctx.fleet is not None
+    arrivals, ctx.arrivals = dict(ctx.arrivals), Counter()
+    solves = len(ctx.fleet.log)
+    started = time.perf_counter()
+    plan = ctx.fleet.control(now, arrivals)
+    if len(ctx.fleet.log) == solves:
+        return None  # not due
+    metrics.PLANNER_SOLVE.labels(SERVICE, ctx.settings.planner).observe(time.perf_counter() - started)
+    _, reason, plan = ctx.fleet.log[-1]
+    message = to_message(plan, planner=ctx.settings.planner, now=now)
+    message = message.model_copy(update={"message": f"{reason}: {message.message}"[:2000]})
+    ctx.producer.send(topics.PLANS, key=b"fleet", value=message.model_dump_json().encode())
+    observe_plan(ctx, "fleet", message)
     return message
 
 
@@ -109,10 +141,21 @@ def make_application_planning(settings: Settings, catalogue: Catalogue) -> dict[
     return planning
 
 
+def make_fleet_planning(settings: Settings, catalogue: Catalogue) -> PlanningController:
+    """The fleet-wide planner over every configured application (its first model family)."""
+    planner = make_planner(settings.planner, catalogue.profiles, fleet=settings.planner_fleet or None,
+                           applications={app: families[0] for app, families in settings.applications.items()})
+    return PlanningController(planner, ReplanMonitor(period_s=settings.replan_period_s),
+                              interval_s=settings.load_stats_interval_s)
+
+
 def bootstrap(settings: Settings) -> PlannerContext:
     catalogue = Catalogue.from_settings(settings)
     ctx = PlannerContext(settings=settings, producer=make_producer(settings))
-    ctx.applications.update(make_application_planning(settings, catalogue))
+    if settings.planner in FLEET_PLANNERS:
+        ctx.fleet = make_fleet_planning(settings, catalogue)
+    else:
+        ctx.applications.update(make_application_planning(settings, catalogue))
     admin = make_admin(settings)
     try:
         topics.ensure_topics(admin, topics.core_topics(settings))
@@ -139,8 +182,12 @@ def main() -> None:
     consumer.partitions_for_topic(topics.LOAD_STATS)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    next_fleet_look = time.time() + settings.load_stats_interval_s
     try:
         while not stop.is_set():
+            if ctx.fleet is not None and time.time() >= next_fleet_look:
+                plan_fleet(ctx, time.time())
+                next_fleet_look += settings.load_stats_interval_s
             for records in consumer.poll(timeout_ms=500).values():
                 for record in records:
                     try:

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from schemas import AllocationPlan, LoadStatistics, Query, Result, worker_event_adapter
 from services.scheduler.core import SchedulerCore, Step, rejected
+from services.scheduler.policy_options import dispatch_options, follow_ramsis_generation
 from shared import metrics, topics
 from shared.catalogue import Catalogue
 from shared.dead_letter import best_effort_id, dead_letter, describe_validation_error
@@ -76,7 +77,8 @@ load_stats_topic = app.topic(topics.LOAD_STATS)
 
 catalogue = Catalogue.from_settings(settings)
 core = SchedulerCore(
-    make_dispatch(settings.scheduler_policy, catalogue.profiles),
+    make_dispatch(settings.scheduler_policy, catalogue.profiles,
+                  **dispatch_options(settings, step_interval_s=STEP_INTERVAL_S)),
     catalogue,
     drop_after_slo_multiple=settings.drop_after_slo_multiple,
     worker_timeout_s=3 * settings.heartbeat_interval_s,
@@ -207,6 +209,8 @@ if settings.scheduler_policy == "infaas":
     from services.scheduler.metadata_feed import follow_metadata_store
 
     follow_metadata_store(app, core, settings)
+elif settings.scheduler_policy == "ramsis":
+    follow_ramsis_generation(app, core.policy, catalogue.profiles, settings)
 
 
 @app.timer(interval=settings.load_stats_interval_s)

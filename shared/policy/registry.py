@@ -69,4 +69,7 @@ def make_planner(name: str, profiles: ProfileSet, **options: Any) -> Planner:
 register_dispatch(FcfsDispatch.name, _lazy("shared.policy.fcfs", "FcfsDispatch", uses_profiles=False))
 register_dispatch("kairos", _lazy("shared.kairos.dispatch", "KairosDispatch"))
 register_dispatch("infaas", _lazy("shared.infaas.dispatch", "InfaasDispatch"))
+register_dispatch("proteus", _lazy("shared.proteus.dispatch", "ProteusDispatch"))
+register_dispatch("ramsis", _lazy("shared.ramsis.dispatch", "RamsisDispatch"))
 register_planner("kairos", _lazy("shared.kairos.planner", "KairosPlanner"))
+register_planner("proteus", _lazy("shared.proteus.planner", "ProteusPlanner"))

@@ -27,3 +27,20 @@ def test_nothing_disturbed_means_zero_recovery() -> None:
     sent = {"a": 0.0, "b": 2.0}
     out = summarize(sent, dict.fromkeys(sent, 500.0), {q: result(q) for q in sent}, {"a": 0.1, "b": 2.1}, 0, 1.0)
     assert out.recovery_s == 0.0 and out.lost == 0
+
+
+def test_every_generated_hostile_message_is_invalid_for_its_topic() -> None:
+    """The hostile-input drill expects a dead letter per message, so none may be valid by accident."""
+    from pydantic import ValidationError
+
+    from schemas import AllocationPlan, DispatchBatch, LoadStatistics, Query, RegisterModel, WorkerHeartbeat
+    from services.drills.hostile import generate, hostile_messages, templates
+
+    models = [Query, WorkerHeartbeat, AllocationPlan, LoadStatistics, RegisterModel, DispatchBatch]
+    for model, (template, required) in zip(models, templates("w").values(), strict=True):
+        for message in generate(hostile_messages(template, required, semantic=False), 300, seed=3):
+            try:
+                model.model_validate_json(message)
+            except ValidationError:
+                continue
+            raise AssertionError(f"a valid {model.__name__} was generated: {message[:200]!r}")

@@ -1,0 +1,156 @@
+"""Router split, and `ProteusDispatch` following plans and the workers' loaded variants."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from shared.policy.base import (
+    FleetPlan,
+    PendingQuery,
+    PlanStatus,
+    WorkerView,
+)
+from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
+from shared.proteus.dispatch import ProteusDispatch
+from shared.proteus.router import SmoothWeightedRouter
+
+LAT = {1: 10.0, 2: 15.0, 4: 25.0, 8: 45.0}
+
+
+@pytest.fixture(scope="module")
+def profiles() -> ProfileSet:
+    variants = []
+    for device, factor in (("cpu", 1.0), ("gpu", 0.25)):
+        for name, family, slow in (("a-big", "a", 2.0), ("a-small", "a", 1.0), ("b-only", "b", 1.0)):
+            variants.append(VariantProfile(variant=name, family=family, device=device, accuracy=0.9 if "small" in name else 1.0,
+                                           batch_latency_ms={b: v * factor * slow for b, v in LAT.items()}, max_batch=8))
+    return ProfileSet(source="test", devices=[DeviceType(name="cpu", kind="cpu", price_per_hour=0.1),
+                                              DeviceType(name="gpu", kind="gpu", price_per_hour=1.0)], variants=variants)
+
+
+def view(worker_id: str, device: str, *variants: str, inflight: int = 0) -> WorkerView:
+    return WorkerView(worker_id, device, variants, inflight, 0.0, 0.0, 8)
+
+
+def query(i: int, at: float = 0.0, app: str = "a", slo_ms: float = 100.0) -> PendingQuery:
+    candidates = ("a-big", "a-small") if app == "a" else ("b-only",)
+    return PendingQuery(str(i), app, 1, at, slo_ms, candidates)
+
+
+def plan(routing: dict) -> FleetPlan:
+    return FleetPlan(PlanStatus.OPTIMAL, "test", (), routing)
+
+
+def test_router_split_matches_weights() -> None:
+    weights = {"x": 0.5, "y": 0.3, "z": 0.2}
+    router = SmoothWeightedRouter(weights)
+    counts = Counter(router.pick() for _ in range(1000))
+    assert {k: counts[k] / 1000 for k in weights} == pytest.approx(weights, abs=1e-3)
+    # every prefix stays within one pick of its share
+    router = SmoothWeightedRouter(weights)
+    seen = Counter()
+    for n in range(1, 200):
+        seen[router.pick()] += 1
+        assert all(abs(seen[k] - n * w) <= 1.0 for k, w in weights.items())
+
+
+def test_router_rejects_no_positive_weight() -> None:
+    with pytest.raises(ValueError, match="`weights`"):
+        SmoothWeightedRouter({"x": 0.0})
+
+
+def route_all(dispatch: ProteusDispatch, workers: list[WorkerView], queries: list[PendingQuery]) -> Counter:
+    """Route ``queries`` with every worker busy (nothing is sent), then count queued per worker."""
+    busy = [WorkerView(w.worker_id, w.device, w.variants, 1, 0.0, 0.0, 8) for w in workers]
+    dispatch.decide(0.0, queries, busy)
+    return Counter({w.worker_id: dispatch.queued(w.worker_id) for w in workers})
+
+
+def test_dispatch_splits_by_plan_shares_and_capacity(profiles: ProfileSet) -> None:
+    workers = [view("c1", "cpu", "a-big"), view("g1", "gpu", "a-big"), view("c2", "cpu", "a-small")]
+    dispatch = ProteusDispatch(profiles)
+    dispatch.on_plan(plan({"a": {"a-big": 0.75, "a-small": 0.25}}))
+    counts = route_all(dispatch, workers, [query(i) for i in range(1000)])
+    # a-big: 75 % split by capacity at SLO/2 = 50 ms: cpu b2 in 30 ms, gpu b8 in 22.5 ms
+    assert counts["c2"] == pytest.approx(250, abs=1)
+    assert counts["g1"] / counts["c1"] == pytest.approx((8 / 22.5) / (2 / 30), rel=0.02)
+
+
+def test_dispatch_never_sends_to_a_worker_without_the_variant(profiles: ProfileSet) -> None:
+    workers = [view("c1", "cpu", "b-only"), view("g1", "gpu", "a-small")]
+    dispatch = ProteusDispatch(profiles, batching="nexus")
+    dispatch.on_plan(plan({"a": {"a-big": 1.0}}))  # nothing hosts a-big yet: fall back to a-small
+    decision = dispatch.decide(0.0, [query(0), query(1, app="b")], workers)
+    sent = {a.worker_id: (a.variant, a.query_ids) for a in decision.assignments}
+    assert sent == {"g1": ("a-small", ("0",)), "c1": ("b-only", ("1",))}
+
+
+def test_dispatch_before_any_plan_uses_workers_with_a_candidate(profiles: ProfileSet) -> None:
+    workers = [view("c1", "cpu", "a-big", "a-small"), view("c2", "cpu", "b-only")]
+    counts = route_all(ProteusDispatch(profiles), workers, [query(i) for i in range(10)])
+    assert counts == Counter({"c1": 10, "c2": 0})
+
+
+def test_uniform_routing_ignores_capacity(profiles: ProfileSet) -> None:
+    workers = [view("c1", "cpu", "a-big"), view("g1", "gpu", "a-big")]
+    dispatch = ProteusDispatch(profiles, routing="uniform")
+    dispatch.on_plan(plan({"a": {"a-big": 1.0}}))
+    assert route_all(dispatch, workers, [query(i) for i in range(100)]) == Counter({"c1": 50, "g1": 50})
+
+
+def test_queries_move_when_a_worker_switches_variant(profiles: ProfileSet) -> None:
+    dispatch = ProteusDispatch(profiles)
+    workers = [view("c1", "cpu", "a-big", inflight=1), view("c2", "cpu", "b-only", inflight=1)]
+    dispatch.decide(0.0, [query(i) for i in range(3)], workers)
+    assert dispatch.queued("c1") == 3
+    switched = [view("c1", "cpu", "b-only", inflight=1), view("c2", "cpu", "a-small", inflight=1)]
+    dispatch.decide(0.001, [query(i) for i in range(3)], switched)
+    assert dispatch.queued("c1") == 0 and dispatch.queued("c2") == 3
+
+
+def test_unservable_query_is_dropped_at_its_deadline(profiles: ProfileSet) -> None:
+    dispatch = ProteusDispatch(profiles)
+    workers = [view("c1", "cpu", "b-only")]
+    assert not dispatch.decide(0.0, [query(0)], workers)
+    decision = dispatch.decide(0.1, [query(0)], workers)
+    assert [q for q, _ in decision.dropped] == ["0"] and "no worker" in decision.dropped[0][1]
+
+
+def test_non_work_conserving_wait_and_wakeup(profiles: ProfileSet) -> None:
+    dispatch = ProteusDispatch(profiles)
+    workers = [view("c1", "cpu", "a-small")]
+    assert not dispatch.decide(0.0, [query(0)], workers)
+    assert dispatch.next_wakeup_s() == pytest.approx(0.1 - 0.015)
+    decision = dispatch.decide(0.085, [query(0)], workers)
+    assert decision.assignments[0].query_ids == ("0",)
+    assert dispatch.next_wakeup_s() is None
+
+
+def test_decision_interval_sends_at_the_last_step_before_the_deadline(profiles: ProfileSet) -> None:
+    dispatch = ProteusDispatch(profiles, decision_interval_s=0.05)
+    workers = [view("c1", "cpu", "a-small")]
+    assert not dispatch.decide(0.0, [query(0)], workers)
+    assert dispatch.decide(0.05, [query(0)], workers).assignments  # 0.05 + 0.05 > 0.085
+
+
+def test_resync_after_the_caller_removed_queries(profiles: ProfileSet) -> None:
+    dispatch = ProteusDispatch(profiles)
+    busy = [view("c1", "cpu", "a-small", inflight=1)]
+    dispatch.decide(0.0, [query(i) for i in range(4)], busy)
+    dispatch.decide(0.0, [query(i) for i in (1, 3)], busy)  # e.g. the scheduler dropped two stale ones
+    assert dispatch.queued("c1") == 2
+
+
+def test_least_loaded_prefers_the_accurate_variant_with_room(profiles: ProfileSet) -> None:
+    workers = [view("c1", "cpu", "a-big", inflight=1), view("c2", "cpu", "a-small", inflight=1)]
+    dispatch = ProteusDispatch(profiles, routing="least_loaded")
+    counts = route_all(dispatch, workers, [query(i) for i in range(12)])
+    assert counts["c1"] >= 1 and counts["c1"] + counts["c2"] == 12
+
+
+def test_invalid_options(profiles: ProfileSet) -> None:
+    with pytest.raises(ValueError, match="`routing`"):
+        ProteusDispatch(profiles, routing="random")
+    with pytest.raises(ValueError, match="`decision_interval_s`"):
+        ProteusDispatch(profiles, decision_interval_s=-1)
