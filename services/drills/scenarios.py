@@ -59,6 +59,12 @@ def _digits_pipeline(launcher: LocalLauncher, port_base: int, *, policy: str | N
     return scheduler
 
 
+def _steady_digits(stack: LocalStack, config: DrillConfig, inject: Callable[[], None]) -> DrillOutcome:
+    return run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
+                     duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
+                     settle_s=config.settle_s)
+
+
 def worker_kill(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
     """SIGKILL one of two workers; restart it with the same id after ``outage_s``."""
     with LocalLauncher(stack.env, log_dir) as launcher:
@@ -68,9 +74,7 @@ def worker_kill(stack: LocalStack, log_dir: Path, port_base: int, config: DrillC
             launcher.processes.pop("worker-drill-w1").kill()
             time.sleep(config.outage_s)
             launcher.start_worker("drill-w1", variants=DIGITS_VARIANTS, metrics_port=port_base + 1)
-        return run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
-                         duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
-                         settle_s=config.settle_s)
+        return _steady_digits(stack, config, inject)
 
 
 def scheduler_restart(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
@@ -82,9 +86,7 @@ def scheduler_restart(stack: LocalStack, log_dir: Path, port_base: int, config: 
             launcher.processes.pop("scheduler").kill()
             time.sleep(config.outage_s)
             launcher.start_scheduler(metrics_port=port_base)
-        return run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
-                         duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
-                         settle_s=config.settle_s)
+        return _steady_digits(stack, config, inject)
 
 
 def broker_restart(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
@@ -94,9 +96,7 @@ def broker_restart(stack: LocalStack, log_dir: Path, port_base: int, config: Dri
 
         def inject() -> None:
             stack.restart("kafka", down_s=config.outage_s)
-        return run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
-                         duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
-                         settle_s=config.settle_s)
+        return _steady_digits(stack, config, inject)
 
 
 def redis_outage(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
@@ -109,9 +109,7 @@ def redis_outage(stack: LocalStack, log_dir: Path, port_base: int, config: Drill
 
         def inject() -> None:
             stack.restart("redis", down_s=config.outage_s)
-        outcome = run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
-                            duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
-                            settle_s=config.settle_s)
+        outcome = _steady_digits(stack, config, inject)
         outcome.notes["metadata_refresh_failures"] = _metric(scheduler, "meridian_metadata_refresh_failures_total")
         return outcome
 
