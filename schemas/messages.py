@@ -162,6 +162,9 @@ class DispatchBatch(_Message):
     command: Literal["dispatch_batch"] = "dispatch_batch"
     batch_id: Identifier
     worker_id: Identifier
+    #: the worker process it was meant for (its heartbeat's ``incarnation``); a restarted worker skips
+    #: batches of its previous life, which the scheduler re-queues once it hears the new incarnation
+    incarnation: Identifier | None = None
     variant: Identifier
     queries: list[QueryWork] = Field(min_length=1)
 
@@ -189,6 +192,8 @@ worker_command_adapter: TypeAdapter[DispatchBatch | LoadVariant | UnloadVariant]
 class WorkerHeartbeat(_Message):
     event: Literal["heartbeat"] = "heartbeat"
     worker_id: Identifier
+    #: new on every start of the worker process
+    incarnation: Identifier | None = None
     device: Identifier
     emulated: bool
     variants: list[Identifier]

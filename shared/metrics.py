@@ -38,6 +38,9 @@ WORKER_LOADED_VARIANTS = Gauge(
     "meridian_worker_loaded_variants", "Variants loaded on a worker.", ["worker"])
 METADATA_REFRESH_FAILURES = Counter(
     "meridian_metadata_refresh_failures_total", "Metadata-store reads that failed (serving went on from the cache).")
+WORKER_STALE_BATCHES = Counter(
+    "meridian_worker_stale_batches_total", "Batches skipped because they were sent to an earlier process of the "
+    "worker (the scheduler re-queued them).", ["worker_id"])
 WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
 
 PLANNER_SOLVE = Histogram(

@@ -45,6 +45,7 @@ class WorkerRecord:
     max_batch: int
     last_seen_s: float
     available_at_s: float
+    incarnation: str | None = None
     #: batch id -> (queued items, predicted finish time)
     inflight: dict[str, tuple[list[Queued], float]] = field(default_factory=dict)
 
@@ -103,10 +104,13 @@ class SchedulerCore:
     def on_worker_event(self, event: object, now_s: float) -> None:
         if isinstance(event, WorkerHeartbeat):
             record = self.workers.get(event.worker_id)
+            if record is not None and record.incarnation != event.incarnation:
+                self._forget_worker(event.worker_id)  # it restarted: what its previous life held is lost
+                record = None
             if record is None:
                 self.workers[event.worker_id] = WorkerRecord(
                     event.worker_id, event.device, event.emulated, tuple(event.variants), event.max_batch,
-                    last_seen_s=now_s, available_at_s=now_s)
+                    last_seen_s=now_s, available_at_s=now_s, incarnation=event.incarnation)
             else:
                 record.variants, record.max_batch, record.last_seen_s = tuple(event.variants), event.max_batch, now_s
         elif isinstance(event, BatchFinished):
@@ -147,7 +151,8 @@ class SchedulerCore:
             predicted = self._predicted_finish_s(worker, assignment.variant, items, now_s)
             worker.inflight[batch_id] = (items, predicted)
             out.dispatches.append((
-                DispatchBatch(batch_id=batch_id, worker_id=worker.worker_id, variant=assignment.variant,
+                DispatchBatch(batch_id=batch_id, worker_id=worker.worker_id, incarnation=worker.incarnation,
+                              variant=assignment.variant,
                               queries=[i.work.model_copy(update={"timestamps": i.work.timestamps.model_copy(
                                   update={"dispatched": now_s})}) for i in items]),
                 [i.ack_token for i in items]))

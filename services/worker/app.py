@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 
 import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -52,6 +53,8 @@ class WorkerContext:
     producer: KafkaProducer
     max_batch: int
     price_per_hour: float
+    #: this process's life; batches addressed to an earlier one were re-queued by the scheduler
+    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex)
     busy_s: float = 0.0
     inflight: int = 0
 
@@ -61,6 +64,9 @@ class WorkerContext:
 
 
 def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float) -> None:
+    if batch.incarnation not in (None, ctx.incarnation):
+        metrics.WORKER_STALE_BATCHES.labels(ctx.worker_id).inc()
+        return  # sent to this worker's previous process: the scheduler re-queues it, running it would repeat it
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchStarted(
         worker_id=ctx.worker_id, batch_id=batch.batch_id, at=received_at).model_dump_json().encode())
     rows = sum(q.batch_size for q in batch.queries)
@@ -140,8 +146,8 @@ def heartbeat(ctx: WorkerContext, interval_s: float, stop: threading.Event) -> N
         busy = min(1.0, max(0.0, (ctx.busy_s - last_busy) / max(now - last_at, 1e-6)))
         last_busy, last_at = ctx.busy_s, now
         ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=WorkerHeartbeat(
-            worker_id=ctx.worker_id, device=ctx.executor.device, emulated=ctx.executor.emulated,
-            variants=ctx.executor.loaded(), max_batch=ctx.max_batch, inflight=ctx.inflight,
+            worker_id=ctx.worker_id, incarnation=ctx.incarnation, device=ctx.executor.device,
+            emulated=ctx.executor.emulated, variants=ctx.executor.loaded(), max_batch=ctx.max_batch, inflight=ctx.inflight,
             busy_fraction=busy, price_per_hour=ctx.price_per_hour, at=now).model_dump_json().encode())
         stop.wait(interval_s)
 

@@ -141,3 +141,15 @@ def test_a_model_less_query_may_use_any_model_of_its_application() -> None:
     assert core.admit(make_query("q1", model=None, accuracy_floor=0.95), 1.0, ack_token=None) is None
     [(batch, _)] = core.step(1.0).dispatches
     assert batch.variant == "large" and batch.queries[0].note is None
+
+
+def test_a_restarted_worker_is_a_new_incarnation_and_its_old_batches_are_requeued() -> None:
+    core = make_core()
+    core.on_worker_event(heartbeat("w1").model_copy(update={"incarnation": "life1"}), 0.0)
+    core.admit(make_query("q1", slo_ms=2000.0), 0.5, ack_token="t1")
+    (batch, _), = core.step(0.5).dispatches
+    assert batch.incarnation == "life1", "a batch names the process it is meant for"
+    core.on_worker_event(heartbeat("w1").model_copy(update={"incarnation": "life2"}), 1.0)
+    step = core.step(1.0)
+    (again, _), = step.dispatches
+    assert [q.query_id for q in again.queries] == ["q1"] and again.incarnation == "life2"
