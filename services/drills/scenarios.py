@@ -102,7 +102,9 @@ def broker_restart(stack: LocalStack, log_dir: Path, port_base: int, config: Dri
 def redis_outage(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
     """Stop Redis under an ``infaas`` scheduler (which reads instance states from it every 2 s).
 
-    Redis keeps its data across the restart (append-only file), as a deployment's would.
+    Redis keeps its data across the restart (append-only file), as a deployment's would. The failed
+    reads the scheduler counted are a note, not a verdict: redis-py retries with backoff, so a read that
+    began during the outage may succeed once Redis is back.
     """
     with LocalLauncher(stack.env, log_dir) as launcher:
         scheduler = _digits_pipeline(launcher, port_base, policy="infaas")

@@ -36,8 +36,6 @@ def test_a_fault_under_load_loses_no_query(drill, own_stack, tmp_path) -> None:
     assert outcome.answered + outcome.dropped == outcome.sent
     assert outcome.answered >= 0.9 * outcome.sent, outcome
     assert outcome.recovery_s is not None
-    if drill == "redis_outage":
-        assert outcome.notes["metadata_refresh_failures"] >= 1, "the outage should have been noticed"
 
 
 def test_overload_drops_explicitly_keeps_memory_bounded_and_recovers(own_stack, tmp_path) -> None:
