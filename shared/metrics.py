@@ -40,7 +40,7 @@ METADATA_REFRESH_FAILURES = Counter(
     "meridian_metadata_refresh_failures_total", "Metadata-store reads that failed (serving went on from the cache).")
 WORKER_STALE_BATCHES = Counter(
     "meridian_worker_stale_batches_total", "Batches skipped because they were sent to an earlier process of the "
-    "worker (the scheduler re-queued them).", ["worker_id"])
+    "worker (the scheduler re-queued them).", ["worker"])
 WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
 
 PLANNER_SOLVE = Histogram(

@@ -62,7 +62,8 @@ class Settings(BaseSettings):
     replan_period_s: float = Field(default=30.0, gt=0.0)
     #: queries an application must have sent before its first plan
     planner_min_queries: int = Field(default=1000, ge=1)
-    #: the autoscaler service's policy (``shared.autoscale.registry``: infaas, sm_plus, clipper_plus)
+    #: the autoscaler service's policy (live: ``infaas``; the baselines ``sm_plus`` and ``clipper_plus``
+    #: run in the simulator)
     autoscaler_policy: str = "infaas"
     #: vCPUs of one machine the autoscaler starts (an instance reserves one; a worker process runs one batch
     #: at a time, so 1 = one instance per worker)

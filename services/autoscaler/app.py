@@ -59,6 +59,8 @@ class Autoscaler:
         self.tracker = FleetTracker(policy.catalogue)
 
     def poll(self, now_s: float) -> ScaleActions:
+        for worker_id in self.tracker.expire(now_s):
+            self.launcher.stop(worker_id)  # crashed, hung or never started: whatever is left of it goes
         state = self.tracker.state(now_s)
         started = time.perf_counter()
         actions = self.policy.step(state, now_s)
@@ -111,6 +113,9 @@ def main() -> None:
         admin.close()
     metrics.serve_metrics(settings.autoscaler_metrics_port, settings.bind_host)
     metrics.DEAD_LETTERS.labels(SERVICE)
+    if settings.autoscaler_policy != "infaas":
+        raise SystemExit(f"autoscaler: {settings.autoscaler_policy!r} runs in the simulator only (its fleet is "
+                         "pinned or static there); the service runs 'infaas'")
     policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings))
     load_stats = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.autoscaler",
                                auto_offset_reset="latest")
@@ -133,7 +138,7 @@ def main() -> None:
                 load_stats.commit()
                 if time.time() >= next_poll:
                     autoscaler.poll(time.time())
-                    next_poll += policy.poll_interval_s
+                    next_poll = max(next_poll + policy.poll_interval_s, time.time())
         finally:
             events.close()
             load_stats.close()

@@ -93,10 +93,16 @@ class FleetTracker:
                 self.workers[load.worker_id].variants.setdefault(load.variant, False)
 
     # -- the state ------------------------------------------------------------------------------
-    def state(self, now_s: float) -> AutoscaleState:
-        for worker_id in [w for w, rec in self.workers.items()
-                          if rec.ready and now_s - rec.last_seen_s > self.silent_after_s]:
+    def expire(self, now_s: float) -> list[str]:
+        """Forget workers gone silent, and asked-for ones that never reported (they failed to start);
+        the caller stops what may be left of them."""
+        gone = [w for w, rec in self.workers.items() if now_s - rec.last_seen_s > self.silent_after_s
+                + (0.0 if rec.ready else self.catalogue.worker_type[rec.device].startup_s)]
+        for worker_id in gone:
             del self.workers[worker_id]
+        return gone
+
+    def state(self, now_s: float) -> AutoscaleState:
         return AutoscaleState(at_s=now_s, workers=tuple(self._status(w, rec, now_s)
                                                         for w, rec in sorted(self.workers.items())),
                               demand_qps=dict(self.demand_qps))

@@ -15,7 +15,7 @@ from shared.settings import Settings
 
 
 class DrillOutcome(BaseModel):
-    """What the client saw; ``lost`` and ``duplicates_seen_by_client`` are the ones that must be 0."""
+    """What the client saw. ``lost`` must be 0; duplicates are counted (the client suppresses them)."""
 
     sent: int
     answered: int
@@ -31,7 +31,7 @@ class DrillOutcome(BaseModel):
     recovery_s: float | None
     #: answered within their SLO, of those sent
     within_slo_fraction: float
-    notes: dict[str, float | str] = Field(default_factory=dict)
+    notes: dict[str, int | float | str] = Field(default_factory=dict)
 
 
 @dataclass

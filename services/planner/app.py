@@ -6,8 +6,8 @@ Consumes ``meridian.load-stats`` (group ``meridian.planner``); produces ``Alloca
 - per application (``kairos``): it keeps the recent query sizes (Kairos's batch-size monitor) and plans
   once enough queries were seen, then again whenever the size distribution shifts — with zero online
   evaluations, as Kairos does;
-- the whole fleet at once (``proteus``): every load-statistics interval it feeds the arrivals of all
-  applications to a re-plan monitor, and solves the MILP periodically and on bursts.
+- the whole fleet at once (``proteus``): each statistics window's arrivals of all applications go to a
+  re-plan monitor, and it solves the MILP periodically and on bursts.
 
 Run: ``python -m services.planner``
 """
@@ -53,17 +53,24 @@ class PlannerContext:
     settings: Settings
     producer: KafkaProducer
     applications: dict[str, ApplicationPlanning] = field(default_factory=dict)
-    #: the fleet-wide planner (``proteus``) and the arrivals seen since it last looked
+    #: the fleet-wide planner (``proteus``), and the arrivals of the statistics window being gathered
+    #: (one per scheduler tick: every application's statistics of a tick carry about the same ``at``)
     fleet: PlanningController | None = None
     arrivals: Counter[str] = field(default_factory=Counter)
+    arrivals_at: float | None = None
     #: devices of each application's latest applied plan (to drop the gauges of devices a new plan drops)
     planned_devices: dict[str, set[str]] = field(default_factory=dict)
 
 
 def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: float) -> AllocationPlan | None:
     if ctx.fleet is not None:
+        message = None
+        if ctx.arrivals_at is not None and stats.at - ctx.arrivals_at > stats.window_s / 2:
+            message = plan_fleet(ctx, now)  # the next window began: the gathered one is complete
+        if ctx.arrivals_at is None:
+            ctx.arrivals_at = stats.at
         ctx.arrivals[stats.application] += round(stats.arrival_rate_qps * stats.window_s)
-        return None
+        return message
     app = ctx.applications.get(stats.application)
     if app is None:
         return None
@@ -86,9 +93,9 @@ def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: floa
 
 
 def plan_fleet(ctx: PlannerContext, now: float) -> AllocationPlan | None:
-    """One monitoring interval of the fleet-wide planner: record the arrivals, re-plan if it is due."""
+    """One statistics window of the fleet-wide planner: record its arrivals, re-plan if it is due."""
     assert ctx.fleet is not None
-    arrivals, ctx.arrivals = dict(ctx.arrivals), Counter()
+    arrivals, ctx.arrivals, ctx.arrivals_at = dict(ctx.arrivals), Counter(), None
     solves = len(ctx.fleet.log)
     started = time.perf_counter()
     plan = ctx.fleet.control(now, arrivals)
@@ -182,12 +189,8 @@ def main() -> None:
     consumer.partitions_for_topic(topics.LOAD_STATS)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    next_fleet_look = time.time() + settings.load_stats_interval_s
     try:
         while not stop.is_set():
-            if ctx.fleet is not None and time.time() >= next_fleet_look:
-                plan_fleet(ctx, time.time())
-                next_fleet_look += settings.load_stats_interval_s
             for records in consumer.poll(timeout_ms=500).values():
                 for record in records:
                     try:

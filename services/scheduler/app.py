@@ -190,7 +190,8 @@ async def follow_plans() -> None:
                 await copy_to_dead_letters(message.value, describe_validation_error(exc), topics.PLANS,
                                            message.partition, message.offset)
                 continue
-            if plan.status != "infeasible":
+            # only the configured planner's plans: the autoscaler's and others' split load their own way
+            if plan.status != "infeasible" and plan.planner == settings.planner:
                 core.policy.on_plan(from_message(plan))
     finally:
         await consumer.stop()

@@ -34,6 +34,9 @@ class Queued:
     work: QueryWork
     #: what the transport needs to acknowledge the query's message once it is dispatched or final
     ack_token: Hashable | None
+    #: the profiled latency of its fastest candidate: a query that waits longer than its SLO minus this
+    #: can no longer meet its deadline
+    fastest_s: float = 0.0
 
 
 @dataclass
@@ -98,7 +101,7 @@ class SchedulerCore:
                                  resolution.candidates),
             work=QueryWork(query_id=query.query_id, application=query.application, batch_size=query.batch_size,
                            slo_ms=query.slo_ms, inputs=query.inputs, timestamps=stamps, note=resolution.note),
-            ack_token=ack_token)
+            ack_token=ack_token, fastest_s=self._fastest_s(resolution.candidates, query.batch_size))
         return None
 
     def on_worker_event(self, event: object, now_s: float) -> None:
@@ -176,12 +179,18 @@ class SchedulerCore:
             return now_s
         return now_s + profile.latency_ms(rows) / 1000.0
 
+    def _fastest_s(self, variants: tuple[str, ...], rows: int) -> float:
+        latencies = [p.latency_ms(rows) for v in variants for p in self.catalogue.profiles_of(v)
+                     if rows <= max(p.batch_latency_ms)]
+        return min(latencies, default=0.0) / 1000.0
+
     def _drop_stale(self, now_s: float, out: Step) -> None:
         stale = [q for q in self.queue.values()
-                 if now_s - q.pending.arrival_s > self._drop_after * q.pending.slo_ms / 1000.0]
+                 if now_s + q.fastest_s - q.pending.arrival_s > self._drop_after * q.pending.slo_ms / 1000.0]
         for item in stale:
             del self.queue[item.pending.query_id]
-            reason = f"still queued {self._drop_after:g}x its SLO after arrival; no worker could take it in time"
+            reason = (f"could no longer finish within {self._drop_after:g}x its SLO: still queued, and its fastest "
+                      f"variant takes {item.fastest_s * 1000:.3g} ms")
             out.finals.append((dropped(item, reason, now_s), item.ack_token))
 
     def _forget_worker(self, worker_id: str) -> None:
@@ -190,7 +199,7 @@ class SchedulerCore:
         if record is None:
             return
         # their messages were acknowledged at dispatch; only this memory holds them now
-        requeued = {i.pending.query_id: Queued(i.pending, i.work, ack_token=None)
+        requeued = {i.pending.query_id: Queued(i.pending, i.work, ack_token=None, fastest_s=i.fastest_s)
                     for items, _ in record.inflight.values() for i in items}
         self.queue = {**requeued, **self.queue}
 

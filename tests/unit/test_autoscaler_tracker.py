@@ -61,7 +61,13 @@ def test_workers_leave_when_stopped_unloaded_or_silent(tracker) -> None:
     tracker.on_worker_event(heartbeat("w2", []), 0.0)
     tracker.on_worker_event(WorkerStopped(worker_id="w2", at=0.0), 0.0)
     assert [w.worker_id for w in tracker.state(0.0).workers] == ["w1"]
-    assert tracker.state(11.0).workers == (), "silent for longer than 10 s"
+    assert tracker.expire(11.0) == ["w1"] and tracker.state(11.0).workers == (), "silent for longer than 10 s"
+
+
+def test_a_worker_that_never_reports_is_given_up_after_its_startup_time(tracker) -> None:
+    tracker.expect(ScaleActions(start=(StartWorker("as-1", "cpu-1t", ()),)), 0.0)
+    assert tracker.expire(14.0) == [], "5 s to start plus 10 s of silence have not passed"
+    assert tracker.expire(15.5) == ["as-1"] and tracker.state(15.5).workers == ()
 
 
 def test_devices_it_does_not_manage_are_ignored(tracker) -> None:

@@ -51,3 +51,19 @@ def test_unknown_applications_are_ignored() -> None:
     ctx = context()
     other = stats(np.array([10, 20])).model_copy(update={"application": "other"})
     assert handle_load_statistics(ctx, other, 1.0) is None and not ctx.producer.sent
+
+
+def test_the_fleet_planner_records_one_sample_per_statistics_window() -> None:
+    """Statistics of one scheduler tick form one window; the next tick's first message closes it."""
+    from services.planner.app import make_fleet_planning
+    from shared.catalogue import Catalogue
+
+    settings = Settings(planner="proteus", applications={"vision": ["efficientnet-lite"]}, load_stats_interval_s=1.0)
+    ctx = PlannerContext(settings=settings, producer=RecordingProducer())
+    ctx.fleet = make_fleet_planning(settings, Catalogue.from_settings(settings))
+    for tick in range(3):
+        handle_load_statistics(ctx, LoadStatistics(application="vision", window_s=1.0, arrival_rate_qps=40.0,
+                                                   queue_depth=0, at=100.0 + tick), 100.0 + tick)
+    assert ctx.fleet.monitor.rates() == {"vision": 40.0}, "two complete windows of 40 q/s, none empty"
+    (_, reason, plan), = ctx.fleet.log
+    assert reason == "initial" and plan.success and len(ctx.producer.sent) == 1

@@ -154,3 +154,20 @@ def test_invalid_options(profiles: ProfileSet) -> None:
         ProteusDispatch(profiles, routing="random")
     with pytest.raises(ValueError, match="`decision_interval_s`"):
         ProteusDispatch(profiles, decision_interval_s=-1)
+
+
+def test_multi_row_queries_never_make_a_batch_larger_than_the_worker_takes():
+    """The batching policies count queries; the dispatch packs rows up to the worker's max_batch."""
+    from shared.policy.base import PendingQuery, WorkerView
+    from shared.proteus.dispatch import ProteusDispatch
+    from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
+
+    profiles = ProfileSet(source="test", devices=[DeviceType(name="cpu", kind="cpu", price_per_hour=0.0)],
+                          variants=[VariantProfile(variant="m", family="f", device="cpu", max_batch=8,
+                                                   batch_latency_ms={1: 1.0, 2: 1.5, 4: 2.5, 8: 4.5})])
+    dispatch = ProteusDispatch(profiles, batching="nexus")
+    worker = WorkerView("w", "cpu", ("m",), 0, 0.0, 0.0, 8)
+    queue = [PendingQuery(f"q{k}", "app", 3, 0.0, 1000.0, ("m",)) for k in range(6)]
+    decision = dispatch.decide(0.0, queue, [worker])
+    (assignment,) = decision.assignments
+    assert len(assignment.query_ids) == 2, "two 3-row queries fit in 8 rows, a third would not"
