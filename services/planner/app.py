@@ -98,7 +98,7 @@ def plan_fleet(ctx: PlannerContext, now: float) -> AllocationPlan | None:
     arrivals, ctx.arrivals, ctx.arrivals_at = dict(ctx.arrivals), Counter(), None
     solves = len(ctx.fleet.log)
     started = time.perf_counter()
-    plan = ctx.fleet.control(now, arrivals)
+    ctx.fleet.control(now, arrivals)  # logs every solve, also an infeasible one (published, not applied)
     if len(ctx.fleet.log) == solves:
         return None  # not due
     metrics.PLANNER_SOLVE.labels(SERVICE, ctx.settings.planner).observe(time.perf_counter() - started)
