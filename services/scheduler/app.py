@@ -16,8 +16,6 @@ import logging
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
 
 import faust
 from aiokafka import AIOKafkaConsumer
@@ -35,7 +33,6 @@ from shared.policy.registry import make_dispatch
 from shared.settings import KafkaSecurity, Settings
 
 SERVICE = "scheduler"
-T = TypeVar("T")
 STEP_INTERVAL_S = 0.05
 MAX_SIZES_PER_WINDOW = 20_000
 
@@ -157,42 +154,47 @@ def reason_class(result: Result) -> str:
     return (result.reason or "").split(":")[0].split(" ")[0][:32] or "none"
 
 
-async def valid_messages(topic: str, parse: Callable[[bytes], T], *, auto_offset_reset: str,
-                         **options: object) -> AsyncIterator[T]:
-    """Every message of ``topic`` (all partitions, no consumer group) that ``parse`` accepts; the rest
-    are copied to the dead-letter topic with the reason."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None,
-                                auto_offset_reset=auto_offset_reset, **options, **client_auth)
+@app.task
+async def follow_worker_events() -> None:
+    """Every scheduler process reads the whole fleet's events, from now on, with no consumer group."""
+    consumer = AIOKafkaConsumer(topics.WORKER_EVENTS, bootstrap_servers=settings.kafka_bootstrap,
+                                group_id=None, auto_offset_reset="latest", fetch_max_wait_ms=5, **client_auth)
     await consumer.start()
     try:
         async for message in consumer:
             try:
-                yield parse(message.value)
+                event = worker_event_adapter.validate_json(message.value)
             except ValidationError as exc:
-                await copy_to_dead_letters(message.value, describe_validation_error(exc), topic, message.partition,
-                                           message.offset)
+                await copy_to_dead_letters(message.value, describe_validation_error(exc), topics.WORKER_EVENTS,
+                                           message.partition, message.offset)
+                continue
+            now = time.time()
+            core.on_worker_event(event, now)
+            await act(core.step(now))
     finally:
         await consumer.stop()
-
-
-@app.task
-async def follow_worker_events() -> None:
-    """Every scheduler process reads the whole fleet's events, from now on."""
-    async for event in valid_messages(topics.WORKER_EVENTS, worker_event_adapter.validate_json,
-                                      auto_offset_reset="latest", fetch_max_wait_ms=5):
-        now = time.time()
-        core.on_worker_event(event, now)
-        await act(core.step(now))
 
 
 @app.task
 async def follow_plans() -> None:
     """Routing policies (Proteus) split queries by the latest plan; read them all, oldest first, so the
     newest one wins also after a restart."""
-    async for plan in valid_messages(topics.PLANS, AllocationPlan.model_validate_json, auto_offset_reset="earliest"):
-        # only the configured planner's plans: the autoscaler's and others' split load their own way
-        if plan.status != "infeasible" and plan.planner == settings.planner:
-            core.policy.on_plan(from_message(plan))
+    consumer = AIOKafkaConsumer(topics.PLANS, bootstrap_servers=settings.kafka_bootstrap, group_id=None,
+                                auto_offset_reset="earliest", **client_auth)
+    await consumer.start()
+    try:
+        async for message in consumer:
+            try:
+                plan = AllocationPlan.model_validate_json(message.value)
+            except ValidationError as exc:
+                await copy_to_dead_letters(message.value, describe_validation_error(exc), topics.PLANS,
+                                           message.partition, message.offset)
+                continue
+            # only the configured planner's plans: the autoscaler's and others' split load their own way
+            if plan.status != "infeasible" and plan.planner == settings.planner:
+                core.policy.on_plan(from_message(plan))
+    finally:
+        await consumer.stop()
 
 
 @app.timer(interval=STEP_INTERVAL_S)
