@@ -6,7 +6,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: install models models-efficientnet stack-up stack-down demo test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
-        bench-autoscale bench-faults clean
+        bench-autoscale bench-faults bench-sim-core clean
 
 $(STAMP): pyproject.toml infra/install.sh
 	bash infra/install.sh
@@ -74,6 +74,9 @@ bench-autoscale: install
 
 bench-faults: $(VAR)/models/.built
 	$(PYTHON) -m bench.faults
+
+bench-sim-core: install
+	$(PYTHON) -m bench.sim_core
 
 clean: stack-down
 	rm -rf $(VAR) bench/results

@@ -26,11 +26,11 @@ import statistics
 import time
 
 from bench.common import write_result
+from shared.adapters.infaas_store import RedisMetadataStore
 from shared.infaas import (
     FleetState,
     InstanceRecord,
     InstanceState,
-    RedisMetadataStore,
     VariantIndex,
     VariantQuery,
     VariantRecord,

@@ -41,7 +41,6 @@ from shared.policy.base import DispatchPolicy, LoadSnapshot, PendingQuery, Worke
 from shared.profiles.format import ProfileSet
 from shared.profiles.kairos import KairosPool, load_kairos_pool, load_kairos_profiles
 from shared.sim import (
-    ProfileServiceModel,
     Scenario,
     allowable_throughput,
     deeprecsys_sizes,
@@ -104,7 +103,6 @@ class ModelBench:
         self.profiles = profiles
         self.pool = pool
         self.qos_ms = profiles.slo_ms[model]
-        self.service = ProfileServiceModel(profiles)
         self.planner = KairosPlanner(
             profiles,
             application=model,
@@ -127,7 +125,7 @@ class ModelBench:
         counts = dict(zip(self.ranking.devices, config))
         scenario = Scenario(
             workers=tuple(make_fleet(counts, [self.model], max_batch=self.table.max_batch)),
-            service=self.service,
+            profiles=self.profiles,
             make_policy=make_policy,
             make_workload=poisson_workload(
                 num_queries=measure.num_queries,

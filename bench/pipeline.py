@@ -21,7 +21,7 @@ from bench.common import write_result
 from schemas import Query, ResultStatus
 from services.launcher import LocalLauncher
 from services.stack import LocalStack
-from shared.client import MeridianClient
+from shared.adapters.client import MeridianClient
 from shared.profiles import ProfileSet
 from shared.settings import Settings
 from shared.sim.arrivals import poisson_arrivals

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import write_result
-from shared.policy.base import DispatchPolicy, LoadSnapshot
+from shared.policy.base import DispatchPolicy, FleetController, LoadSnapshot
 from shared.profiles.format import ProfileSet
 from shared.profiles.sources import merge
 from shared.proteus.apps import resolve_applications
@@ -50,8 +50,8 @@ from shared.proteus.monitor import ReplanMonitor
 from shared.proteus.planner import ProteusPlanner
 from shared.proteus.workload import constant_rate, piecewise_poisson, rate_curve
 from shared.sim.arrivals import Workload, load_trace_timestamps
-from shared.sim.multi import Controller, simulate_serving
-from shared.sim.workers import ProfileServiceModel, SimWorker
+from shared.sim.engine import simulate
+from shared.sim.workers import SimWorker
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE_FILES = ("digits.json", "efficientnet-lite.json", "proteus-fleet.json")
@@ -105,13 +105,13 @@ def fleet_workers() -> list[SimWorker]:
     return [SimWorker(f"{device}-{k}", device, (), 64) for device, count in FLEET.items() for k in range(count)]
 
 
-def system(name: str, profiles: ProfileSet, rates: dict[str, np.ndarray]) -> tuple[DispatchPolicy, Controller]:
+def system(name: str, profiles: ProfileSet, rates: dict[str, np.ndarray]) -> tuple[DispatchPolicy, FleetController]:
     """Dispatch policy and controller of one compared system."""
     common = {"fleet": FLEET, "applications": APPLICATIONS, "slo_ms": SLO_MS}
     initial = {app: float(curve[:5].mean()) for app, curve in rates.items()}  # what the previous plan saw
     peak = {app: float(curve.max()) for app, curve in rates.items()}
 
-    def proteus(planner: Any, **dispatch: Any) -> tuple[DispatchPolicy, Controller]:
+    def proteus(planner: Any, **dispatch: Any) -> tuple[DispatchPolicy, FleetController]:
         return ProteusDispatch(profiles, **dispatch), PlanningController(planner, initial_rates=initial)
 
     if name == "proteus":
@@ -149,13 +149,12 @@ def accuracy_map(profiles: ProfileSet) -> dict[str, float]:
 def run_systems(profiles: ProfileSet) -> tuple[dict[str, Any], dict[str, Any]]:
     rates = trace_rates(profiles)
     work = workloads(profiles, rates, SEED)
-    service = ProfileServiceModel(profiles)
     accuracy = accuracy_map(profiles)
     results, details = {}, {}
     for name in SYSTEMS:
         dispatch, controller = system(name, profiles, rates)
         started = time.perf_counter()
-        result = simulate_serving(work, fleet_workers(), dispatch, service, controller=controller, seed=SEED)
+        result = simulate(work, fleet_workers(), dispatch, profiles, controller=controller, seed=SEED)
         metrics = serving_metrics(result, accuracy)
         results[name] = {k: metrics[k] for k in ("effective_accuracy", "max_accuracy_drop", "slo_violation_ratio",
                                                  "throughput_qps")}
@@ -176,7 +175,6 @@ def run_batching(profiles: ProfileSet) -> dict[str, dict[str, float]]:
     """SLO violation ratio of each batching policy under Proteus's allocation and routing."""
     apps = resolve_applications(profiles, APPLICATIONS, SLO_MS)
     rate = top_capacity(profiles, "efficientnet-lite")
-    service = ProfileServiceModel(profiles)
     out: dict[str, dict[str, float]] = {}
     for kind in ("uniform", "poisson", "gamma"):
         arrival = constant_rate(rate, BATCHING_SECONDS, np.random.default_rng(SEED), kind=kind)
@@ -187,8 +185,8 @@ def run_batching(profiles: ProfileSet) -> dict[str, dict[str, float]]:
             planner = ProteusPlanner(profiles, fleet=FLEET, applications={"efficientnet-lite": "efficientnet-lite"},
                                      slo_ms={"efficientnet-lite": SLO_MS["efficientnet-lite"]})
             controller = PlanningController(planner, initial_rates={"efficientnet-lite": rate})
-            result = simulate_serving(work, fleet_workers(), ProteusDispatch(profiles, batching=batching), service,
-                                      controller=controller, seed=SEED)
+            result = simulate(work, fleet_workers(), ProteusDispatch(profiles, batching=batching), profiles,
+                              controller=controller, seed=SEED)
             out[kind][batching] = round(float(result.violated.mean()), 5)
         print(f"batching {kind}: {out[kind]}", flush=True)
     return out

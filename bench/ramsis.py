@@ -43,7 +43,9 @@ from shared.ramsis import (
     quantile_profiles,
     value_iteration,
 )
-from shared.ramsis.baselines import JellyfishDispatch, ModelSwitchingDispatch, profile_model_switching
+from shared.ramsis.baselines import JellyfishDispatch, ModelSwitchingDispatch
+from shared.scenarios.model_switching import profile_model_switching
+from shared.settings import Settings
 from shared.sim import load_trace_timestamps
 from shared.sim.ramsis_workloads import (
     ServingMetrics,
@@ -57,7 +59,7 @@ from shared.sim.ramsis_workloads import (
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ROOT / "profiles" / "digits.json"
-TRACE = Path("/work/shared/data/traces/azure_llm_2023/conv.csv")
+TRACE = Settings().azure_trace("conv")
 
 SLO_MS = 1.0
 #: the paper's SLO (150 ms) over ours: how much faster the digits world runs

@@ -4,7 +4,7 @@ Every message is JSON produced by ``model.model_dump_json()`` and read with ``Mo
 Each carries ``schema_version``; a reader rejects versions it does not know. Field limits here are the
 wire contract (sizes, ranges); policies validate their own math.
 
-Topic -> model (names in ``shared.topics``):
+Topic -> model (names in ``shared.adapters.topics``):
 
 =========================  =====================================  ===========================
 topic                      value                                  key

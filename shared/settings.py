@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     #: runtime state (broker data, logs, built models); never committed
     var_dir: Path = REPO_ROOT / "var"
     models_dir: Path = REPO_ROOT / "var" / "models"
+    #: the materials folder beside the checkout: ``data/`` (the Kairos authors' measurements, traces) and
+    #: ``specs/``; read in place, never copied into the repository
+    materials_dir: Path = REPO_ROOT.parent / "shared"
     #: queries still queued this many SLOs after arrival are dropped explicitly (1: once they can no longer
     #: meet their deadline; answering them late would only delay the queries behind them)
     drop_after_slo_multiple: float = Field(default=1.0, gt=0.0)
@@ -70,6 +73,21 @@ class Settings(BaseSettings):
     autoscaler_worker_vcpus: int = Field(default=1, ge=1)
     #: seconds from asking for a machine until it can serve (a local worker process starts in a few)
     autoscaler_worker_startup_s: float = Field(default=5.0, ge=0.0)
+    # The INFaaS monitor (``shared.infaas.monitor.MonitorConfig``), one for the registry, the autoscaler
+    # and the simulator.
+    #: span of the monitor's statistics and period of its state updates [spec §6.8: 2 s]
+    infaas_monitor_window_s: float = Field(default=2.0, gt=0.0)
+    #: share of the SLO one batch may take; an instance's peak rate uses batches within it [spec silent;
+    #: 0.5 as the autoscaler and simulator used]
+    infaas_latency_budget: float = Field(default=0.5, gt=0.0, le=1.0)
+    #: observed / profiled latency above which a not-overloaded instance is Interfered [spec §12.7: 1.5]
+    infaas_interfered_ratio: float = Field(default=1.5, ge=1.0)
+    #: ... and below which an Interfered one is Active again [spec §12.7: 1.25]
+    infaas_mitigated_ratio: float = Field(default=1.25, ge=1.0)
+    #: busy share of the window at which an instance counts as at peak [spec silent; the current 0.95]
+    infaas_saturated_busy_fraction: float = Field(default=0.95, gt=0.0, le=1.0)
+    #: Overloaded also when more than this many seconds of peak work are queued (0: off) [spec §12.8: 1 s]
+    infaas_overload_queue_s: float = Field(default=1.0, ge=0.0)
     #: the device type a real (non-emulated) worker on this machine is
     local_device: str = "cpu-1t"
     #: workers the fleet service starts get metrics ports from here upwards
@@ -86,3 +104,12 @@ class Settings(BaseSettings):
     autoscaler_worker_port_base: int = 9300
     bind_host: str = "127.0.0.1"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+
+    @property
+    def kairos_data_dir(self) -> Path:
+        """The Kairos authors' measurements (HPDC'23 artifact): ``instance.json``, ``latency_*.json``, ..."""
+        return self.materials_dir / "data" / "kairos"
+
+    def azure_trace(self, name: str) -> Path:
+        """One of the materials' Azure LLM inference traces (2023): ``code`` or ``conv``."""
+        return self.materials_dir / "data" / "traces" / "azure_llm_2023" / f"{name}.csv"

@@ -10,6 +10,7 @@ Run: ``python -m services.autoscaler``
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -22,16 +23,28 @@ from schemas import LoadStatistics, LoadVariant, UnloadVariant, worker_event_ada
 from services.autoscaler.tracker import FleetTracker
 from services.launcher import LocalLauncher
 from services.worker_launcher import LocalWorkerLauncher, WorkerLauncher
-from shared import metrics, topics
-from shared.autoscale import Application, BaseAutoscaler, Catalogue, ScaleActions, WorkerType, make_autoscaler
+from shared import metrics
+from shared.adapters import topics
+from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
+from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
+from shared.autoscale import (
+    Application,
+    BaseAutoscaler,
+    Catalogue,
+    GreedyConfig,
+    ScaleActions,
+    WorkerType,
+    make_autoscaler,
+)
 from shared.autoscale.cost import to_fleet_plan
 from shared.catalogue import Catalogue as ServingCatalogue
-from shared.dead_letter import describe_validation_error, send_dead_letter
-from shared.kafka_io import make_admin, make_consumer, make_producer
+from shared.infaas.monitor import MonitorConfig
 from shared.plans import to_message
 from shared.settings import Settings
 
 SERVICE = "autoscaler"
+
+logger = logging.getLogger(__name__)
 
 
 def autoscale_catalogue(settings: Settings) -> Catalogue:
@@ -56,7 +69,7 @@ class Autoscaler:
         self.policy = policy
         self.launcher = launcher
         self.producer = producer
-        self.tracker = FleetTracker(policy.catalogue)
+        self.tracker = FleetTracker(policy.catalogue, config=MonitorConfig.from_settings(settings))
 
     def poll(self, now_s: float) -> ScaleActions:
         for worker_id in self.tracker.expire(now_s):
@@ -101,7 +114,7 @@ class Autoscaler:
 
     def _count(self, action: str, device: str, reason: str) -> None:
         metrics.SCALING_ACTIONS.labels(SERVICE, action, device).inc()
-        print(f"autoscaler: {action} ({device}): {reason or 'no reason given'}", flush=True)
+        logger.info("%s (%s): %s", action, device, reason or "no reason given")
 
 
 def main() -> None:
@@ -116,7 +129,9 @@ def main() -> None:
     if settings.autoscaler_policy != "infaas":
         raise SystemExit(f"autoscaler: {settings.autoscaler_policy!r} runs in the simulator only (its fleet is "
                          "pinned or static there); the service runs 'infaas'")
-    policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings))
+    # the policy sizes instances with the same share of the SLO as the monitor judges them by
+    policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings),
+                             model=GreedyConfig(latency_budget=settings.infaas_latency_budget))
     load_stats = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.autoscaler",
                                auto_offset_reset="latest")
     load_stats.partitions_for_topic(topics.LOAD_STATS)

@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field
 
 from schemas import (AllocationPlan, DeadLetter, DispatchBatch, HopTimestamps, LoadStatistics, Query, QueryWork,
                      RegisterModel, WorkerHeartbeat)
-from shared import topics
-from shared.kafka_io import make_consumer, make_producer
+from shared.adapters import topics
+from shared.adapters.kafka_io import make_consumer, make_producer
 from shared.settings import Settings
 
 #: an impossible value for every typed field: no str, number, bool, list of scalars or mapping accepts it

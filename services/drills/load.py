@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from schemas import Query, Result, ResultStatus
-from shared.client import MeridianClient
+from shared.adapters.client import MeridianClient
 from shared.settings import Settings
 
 

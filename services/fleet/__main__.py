@@ -1,4 +1,6 @@
 from services.fleet.app import main
+from services.log import configure_logging
 
 if __name__ == "__main__":
+    configure_logging()
     main()

@@ -11,6 +11,7 @@ Run: ``python -m services.fleet``
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable
 import os
 import signal
@@ -21,15 +22,18 @@ from pydantic import ValidationError
 from schemas import AllocationPlan
 from services.launcher import LocalLauncher
 from services.worker_launcher import LocalWorkerLauncher, WorkerLauncher
-from shared import metrics, topics
+from shared import metrics
+from shared.adapters import topics
+from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
+from shared.adapters.kafka_io import make_consumer, make_producer
 from shared.fleet import FleetChanges, reconcile
-from shared.dead_letter import describe_validation_error, send_dead_letter
-from shared.kafka_io import make_consumer, make_producer
 from shared.policy.base import Placement
 from shared.settings import Settings
 
 SERVICE = "fleet"
 AUTOSCALER = "autoscaler"
+
+logger = logging.getLogger(__name__)
 
 
 class Fleet:
@@ -98,8 +102,8 @@ def main() -> None:
                             send_dead_letter(producer, record, describe_validation_error(exc), service=SERVICE)
                             continue
                         changes = fleet.apply(plan)
-                        print(f"fleet: plan {plan.plan_id} ({plan.message}): started {len(changes.start)}, "
-                              f"stopped {len(changes.stop)}", flush=True)
+                        logger.info("plan %s (%s): started %d, stopped %d", plan.plan_id, plan.message,
+                                    len(changes.start), len(changes.stop))
                 producer.flush()
                 consumer.commit()
         finally:

@@ -18,7 +18,7 @@ import numpy as np
 from schemas import Query, Result
 from services.loadgen.summary import LoadSummary, summarize
 from shared import metrics
-from shared.client import MeridianClient
+from shared.adapters.client import MeridianClient
 from shared.settings import Settings
 from shared.sim.arrivals import gamma_arrivals, load_trace_timestamps, poisson_arrivals, trace_arrivals
 from shared.tensors import encode

@@ -13,6 +13,7 @@ Run: ``python -m services.observability.lag_exporter [--metrics-port 9113] [--in
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import threading
 import time
@@ -24,13 +25,16 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import OffsetSpec
 from kafka.errors import KafkaError
 
+from services.log import configure_logging
 from shared import metrics
-from shared.kafka_io import make_admin
+from shared.adapters.kafka_io import make_admin
 from shared.settings import Settings
 
 SERVICE = "lag_exporter"
 #: default metrics port (beside the other services' 9101..9112)
 DEFAULT_INTERVAL_S = 2.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -109,15 +113,15 @@ def run(settings: Settings, stop: threading.Event, *, interval_s: float, group_p
         except (KafkaError, OSError, ValueError, KeyError):
             metrics.LAG_COLLECTIONS.labels("error").inc()
             if not failing:  # log the first failure of a run of them, not every round
-                print(f"{SERVICE}: collection failed (retrying every {interval_s:g} s):\n"
-                      f"{traceback.format_exc(limit=3)}", flush=True)
+                logger.warning("collection failed (retrying every %g s):\n%s", interval_s,
+                               traceback.format_exc(limit=3))
             failing = True
             if admin is not None:
                 admin.close()
                 admin = None  # reconnect next round (the broker may have restarted)
         else:
             if failing:
-                print(f"{SERVICE}: collecting again", flush=True)
+                logger.info("collecting again")
             failing = False
             metrics.LAG_COLLECTIONS.labels("ok").inc()
             metrics.LAG_COLLECT_DURATION.observe(time.perf_counter() - started)
@@ -155,4 +159,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    configure_logging()
     main()

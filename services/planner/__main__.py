@@ -1,4 +1,6 @@
+from services.log import configure_logging
 from services.planner.app import main
 
 if __name__ == "__main__":
+    configure_logging()
     main()

@@ -13,6 +13,7 @@ Run: ``python -m services.planner``
 """
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -23,19 +24,22 @@ from kafka import KafkaProducer
 from pydantic import ValidationError
 
 from schemas import AllocationPlan, LoadStatistics
-from shared import metrics, topics
+from shared import metrics
+from shared.adapters import topics
+from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
+from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
 from shared.catalogue import Catalogue
-from shared.dead_letter import describe_validation_error, send_dead_letter
-from shared.kafka_io import make_admin, make_consumer, make_producer
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.plans import to_message
-from shared.proteus.control import PlanningController
-from shared.proteus.monitor import ReplanMonitor
 from shared.policy.base import LoadSnapshot, Planner, PlanStatus
 from shared.policy.registry import make_planner
+from shared.proteus.control import PlanningController
+from shared.proteus.monitor import ReplanMonitor
 from shared.settings import Settings
 
 SERVICE = "planner"
+
+logger = logging.getLogger(__name__)
 #: planners that plan every application's share of one fleet together
 FLEET_PLANNERS = {"proteus"}
 
@@ -141,8 +145,7 @@ def make_application_planning(settings: Settings, catalogue: Catalogue) -> dict[
                 planner = make_planner(settings.planner, catalogue.profiles, application=application, variant=family,
                                        budget_per_hour=settings.planner_budget_per_hour)
             except ValueError as exc:
-                print(f"planner: not planning {application!r} ({family!r}) with {settings.planner!r}: {exc}",
-                      flush=True)
+                logger.warning("not planning %r (%r) with %r: %s", application, family, settings.planner, exc)
                 continue
             planning[application] = ApplicationPlanning(planner, BatchSizeMonitor())
     return planning

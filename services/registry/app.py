@@ -8,7 +8,8 @@ registration's input is also copied to ``meridian.dead-letter``. A registration'
 once its reply is acknowledged.
 
 A second thread follows ``meridian.worker-events`` (no consumer group, from the latest offset) and every
-~2 s writes per-instance QPS, latency, state and per-worker utilization to the metadata store.
+monitoring window (``MERIDIAN_INFAAS_MONITOR_WINDOW_S``, 2 s) writes per-instance QPS, latency, state and
+per-worker utilization to the metadata store (`shared.infaas.monitor`, through `services.registry.monitor`).
 
 At start it seeds the store with the scheduler's catalogue (``MERIDIAN_PROFILE_SOURCES``, previously
 registered models) and ``MERIDIAN_APPLICATIONS``, so the store is the one source of profiles.
@@ -24,7 +25,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
@@ -34,17 +35,19 @@ from schemas import MAX_MODEL_BYTES, MAX_VALIDATION_BYTES, RegisterModel, Regist
 from services.registry.monitor import InstanceMonitor
 from services.registry.registrar import REGISTERED_SUBDIR, RegistrarConfig, register_model
 from services.registry.validation import RegistrationRejected
-from shared import metrics, topics
-from shared.dead_letter import best_effort_id, describe_validation_error, send_dead_letter
-from shared.infaas.metadata import MetadataStore, RedisMetadataStore
-from shared.kafka_io import make_admin, make_consumer, make_producer
+from shared import metrics
+from shared.adapters import topics
+from shared.adapters.dead_letter import best_effort_id, describe_validation_error, send_dead_letter
+from shared.adapters.infaas_store import RedisMetadataStore
+from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
+from shared.infaas.metadata import MetadataStore
+from shared.infaas.monitor import MonitorConfig
 from shared.profiles.format import ProfileSet
 from shared.profiles.sources import load_profile_source
 from shared.settings import Settings
 
 SERVICE = "registry"
 GROUP = "meridian.registry"
-MONITOR_INTERVAL_S = 2.0
 
 logger = logging.getLogger("services.registry")
 
@@ -55,6 +58,8 @@ class RegistryContext:
     config: RegistrarConfig
     store: MetadataStore
     producer: KafkaProducer
+    #: model family -> default SLO (ms); shared with the monitor, which sizes instances' peak rates by it
+    family_slo_ms: dict[str, float] = field(default_factory=dict)
 
 
 def _size_reason(exc: ValidationError) -> str | None:
@@ -97,6 +102,7 @@ def handle_register(ctx: RegistryContext, command: RegisterModel, record: Consum
         logger.error("registration of %s failed:\n%s", command.model_name, traceback.format_exc())
         reject(ctx, f"internal error while registering: {type(exc).__name__}: {exc}", record, **ids)
         return
+    ctx.family_slo_ms[command.model_name] = command.slo_ms
     logger.info("registered %s for %s: %d variant profiles in %.1f s", command.model_name, command.app_id,
                 len(answer.variants), time.perf_counter() - started)
     try:
@@ -126,8 +132,9 @@ def serve_registrations(ctx: RegistryContext, consumer: KafkaConsumer, stop: thr
             consumer.commit()
 
 
-def follow_worker_events(monitor: InstanceMonitor, consumer: KafkaConsumer, stop: threading.Event,
-                         interval_s: float = MONITOR_INTERVAL_S) -> None:
+def follow_worker_events(monitor: InstanceMonitor, consumer: KafkaConsumer, stop: threading.Event) -> None:
+    """Feed worker events to the monitor; flush it once per window (``MERIDIAN_INFAAS_MONITOR_WINDOW_S``)."""
+    interval_s = monitor.config.window_s
     while not stop.is_set():
         for records in consumer.poll(timeout_ms=200).values():
             for record in records:
@@ -144,8 +151,9 @@ def follow_worker_events(monitor: InstanceMonitor, consumer: KafkaConsumer, stop
                 logger.warning("monitor flush failed:\n%s", traceback.format_exc())
 
 
-def seed_catalogue(store: MetadataStore, settings: Settings) -> dict[str, str]:
-    """Store every profile the scheduler serves and the configured applications; return device kinds."""
+def seed_catalogue(store: MetadataStore, settings: Settings) -> tuple[dict[str, str], dict[str, float]]:
+    """Store every profile the scheduler serves and the configured applications; return device kinds and
+    each family's default SLO (ms)."""
     profile_sets = [load_profile_source(name, settings) for name in settings.profile_sources]
     profile_sets += [ProfileSet.load(f) for f in sorted((settings.profiles_dir / REGISTERED_SUBDIR).glob("*.json"))]
     for profile_set in profile_sets:
@@ -154,7 +162,8 @@ def seed_catalogue(store: MetadataStore, settings: Settings) -> dict[str, str]:
         for family in families:
             store.register_model(app_id, family)
     export_catalogue(profile_sets)
-    return {d.name: d.kind for ps in profile_sets for d in ps.devices}
+    return ({d.name: d.kind for ps in profile_sets for d in ps.devices},
+            {family: slo for ps in profile_sets for family, slo in ps.slo_ms.items()})
 
 
 def export_catalogue(profile_sets: Iterable[ProfileSet]) -> None:
@@ -175,14 +184,16 @@ def bootstrap(settings: Settings) -> tuple[RegistryContext, KafkaConsumer, Insta
     finally:
         admin.close()
     store = RedisMetadataStore.from_url(settings.redis_url)
-    device_kinds = seed_catalogue(store, settings)
-    ctx = RegistryContext(RegistrarConfig(settings.models_dir, settings.profiles_dir), store, make_producer(settings))
+    device_kinds, family_slo_ms = seed_catalogue(store, settings)
+    ctx = RegistryContext(RegistrarConfig(settings.models_dir, settings.profiles_dir), store, make_producer(settings),
+                          family_slo_ms)
     registrations = make_consumer(settings, topics.REGISTRATIONS, group_id=GROUP, max_poll_interval_ms=600_000)
     # fetch the topic's metadata before the first join: a join that races it gets no partition
     registrations.partitions_for_topic(topics.REGISTRATIONS)
     events = make_consumer(settings, topics.WORKER_EVENTS, group_id=None, auto_offset_reset="latest")
     monitor = InstanceMonitor(store, device_kinds=device_kinds, worker_timeout_s=3 * settings.heartbeat_interval_s,
-                              last_flush_s=time.time())
+                              last_flush_s=time.time(), config=MonitorConfig.from_settings(settings),
+                              family_slo_ms=family_slo_ms)
     return ctx, registrations, monitor, events
 
 
@@ -190,8 +201,6 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m services.registry", description=__doc__.split("\n\n")[0])
     parser.add_argument("--metrics-port", type=int, default=None, help="default: MERIDIAN_REGISTRY_METRICS_PORT")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logger.setLevel(logging.INFO)
     settings = Settings()
     ctx, registrations, monitor, events = bootstrap(settings)
     metrics.serve_metrics(args.metrics_port or settings.registry_metrics_port, settings.bind_host)

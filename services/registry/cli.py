@@ -24,9 +24,9 @@ from kafka import TopicPartition
 from pydantic import ValidationError
 
 from schemas import RegisterModel, RegistrationReply
-from shared import topics
-from shared.dead_letter import describe_validation_error
-from shared.kafka_io import make_consumer, make_producer
+from shared.adapters import topics
+from shared.adapters.dead_letter import describe_validation_error
+from shared.adapters.kafka_io import make_consumer, make_producer
 from shared.settings import Settings
 
 __all__ = ["ReplyWaiter", "build_request", "main", "request_registration"]

@@ -1,21 +1,20 @@
 """The monitoring daemon of INFaaS (spec §4, checklist 9) fed by ``meridian.worker-events``.
 
-Workers here publish events instead of writing the metadata store themselves, so the registry
-aggregates them: per (variant, worker) the rows served, batches and compute time of the window; per
-worker its loaded variants and its heartbeat's busy fraction. Every `flush` (every ~2 s) turns the
-window into QPS, average latency versus profile, the Fig. 4 state and worker utilization, and writes
-them to the metadata store. Time comes in as ``now_s``; nothing here reads a clock or Kafka.
+Workers here publish events instead of writing the metadata store themselves, so the registry turns
+them into calls on the one INFaaS monitor (`shared.infaas.monitor.InfaasMonitor`): heartbeats say which
+variants each worker holds and how busy it is, finished batches their rows and compute time. Every
+`flush` (every ~2 s) writes the monitor's snapshot, per-instance QPS, mean latency and Fig. 4 state and
+per-worker utilization, to the metadata store, and forgets workers stopped or silent. Time comes in as
+``now_s``; nothing here reads a clock or Kafka.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from schemas import BatchFinished, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
 from shared.infaas.metadata import MetadataStore
-from shared.infaas.records import InstanceRecord, VariantRecord, WorkerRecord
-from shared.infaas.state import InstanceState, InstanceWindow, StateThresholds, next_state
+from shared.infaas.monitor import InfaasMonitor, MonitorConfig
 
 __all__ = ["InstanceMonitor"]
 
@@ -24,20 +23,12 @@ __all__ = ["InstanceMonitor"]
 class _Worker:
     device: str
     loaded: set[str]
-    utilization: float
     last_seen_s: float
 
 
 @dataclass
-class _Window:
-    rows: int = 0
-    batches: int = 0
-    compute_ms: float = 0.0
-
-
-@dataclass
 class InstanceMonitor:
-    """Window aggregation and state transitions for every instance the fleet reports."""
+    """Feeds worker events to an `InfaasMonitor` and writes its snapshots to the metadata store."""
 
     store: MetadataStore
     #: device type -> kind (``cpu``, ``gpu``), from the profile sets; unknown types are ``unknown``
@@ -45,12 +36,16 @@ class InstanceMonitor:
     #: a worker silent this long is gone (its instances become Inactive)
     worker_timeout_s: float
     last_flush_s: float
-    thresholds: StateThresholds = StateThresholds()
+    config: MonitorConfig = field(default_factory=MonitorConfig)
+    #: model family -> its default SLO (ms), for the instances' peak rate; the registry adds new models'
+    family_slo_ms: dict[str, float] = field(default_factory=dict)
+    monitor: InfaasMonitor = field(init=False)
     _workers: dict[str, _Worker] = field(default_factory=dict)
-    _windows: dict[tuple[str, str], _Window] = field(default_factory=dict)
     _load_ms: dict[tuple[str, str], float] = field(default_factory=dict)
-    _states: dict[tuple[str, str], InstanceState] = field(default_factory=dict)
     _stopped: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.monitor = InfaasMonitor(self.config, start_s=self.last_flush_s)
 
     def observe(self, event: object, now_s: float) -> None:
         handler = _EVENT_HANDLERS.get(type(event))
@@ -58,75 +53,67 @@ class InstanceMonitor:
             handler(self, event, now_s)
 
     def _heartbeat(self, event: WorkerHeartbeat, now_s: float) -> None:
-        self._workers[event.worker_id] = _Worker(event.device, set(event.variants), event.busy_fraction, now_s)
-        self._stopped.discard(event.worker_id)
+        worker_id = event.worker_id
+        old = self._workers.get(worker_id)
+        previous = old.loaded if old is not None and old.device == event.device else set()
+        self._workers[worker_id] = _Worker(event.device, set(event.variants), now_s)
+        self._stopped.discard(worker_id)
+        self.monitor.worker_seen(worker_id, now_s, device=event.device,
+                                 device_kind=self.device_kinds.get(event.device, "unknown"),
+                                 busy_fraction=event.busy_fraction)
+        for variant in previous - set(event.variants):
+            self.monitor.instance_unloaded((worker_id, variant), now_s)
+        for variant in set(event.variants) - previous:
+            self._load(worker_id, variant, now_s)
 
     def _batch_finished(self, event: BatchFinished, now_s: float) -> None:
-        window = self._windows.setdefault((event.variant, event.worker_id), _Window())
-        window.rows += event.rows
-        window.batches += 1
-        window.compute_ms += event.compute_ms
+        self.monitor.batch_finished((event.worker_id, event.variant), now_s, rows=event.rows,
+                                    latency_ms=event.compute_ms)
 
     def _loaded(self, event: VariantLoaded, now_s: float) -> None:
         self._load_ms[(event.variant, event.worker_id)] = event.load_ms
-        if event.worker_id in self._workers:
-            self._workers[event.worker_id].loaded.add(event.variant)
+        worker = self._workers.get(event.worker_id)
+        if worker is not None:
+            worker.loaded.add(event.variant)
+            self._load(event.worker_id, event.variant, now_s)
 
     def _unloaded(self, event: VariantUnloaded, now_s: float) -> None:
-        if event.worker_id in self._workers:
-            self._workers[event.worker_id].loaded.discard(event.variant)
+        worker = self._workers.get(event.worker_id)
+        if worker is not None:
+            worker.loaded.discard(event.variant)
+            self.monitor.instance_unloaded((event.worker_id, event.variant), now_s)
 
     def _worker_stopped(self, event: WorkerStopped, now_s: float) -> None:
         self._stopped.add(event.worker_id)
 
+    def _load(self, worker_id: str, variant: str, now_s: float, *, read_profile: bool = False) -> None:
+        """Tell the monitor the instance serves. Its profile is read from the store only at `flush` (the
+        monitor needs it only for snapshots), where a failing store is retried the next window."""
+        device = self._workers[worker_id].device
+        profile = self.store.get_variant(variant, device) if read_profile else None
+        slo_ms = self.family_slo_ms.get(profile.family) if profile is not None else None
+        self.monitor.instance_loaded((worker_id, variant), now_s, worker_id=worker_id, variant=variant,
+                                     device=device, profile=profile, slo_ms=slo_ms,
+                                     load_latency_ms=self._load_ms.get((variant, worker_id)))
+
     def flush(self, now_s: float) -> None:
         """Write the window's worker and instance state to the store and start a new window."""
-        window_s = max(now_s - self.last_flush_s, 1e-3)
-        gone = {w for w, seen in self._workers.items()
-                if w in self._stopped or now_s - seen.last_seen_s > self.worker_timeout_s}
+        gone = [w for w, seen in self._workers.items()
+                if w in self._stopped or now_s - seen.last_seen_s > self.worker_timeout_s]
         for worker_id in gone:
-            self._forget(worker_id)
+            self.store.remove_worker(worker_id)
+            self.monitor.worker_lost(worker_id, now_s)
+            del self._workers[worker_id]
+            self._stopped.discard(worker_id)
         for worker_id, seen in self._workers.items():
-            self.store.put_worker(WorkerRecord(worker_id, seen.device, self.device_kinds.get(seen.device, "unknown"),
-                                               seen.utilization, now_s))
             for variant in seen.loaded:
-                self._update_instance(variant, worker_id, seen.device, window_s, now_s)
-        for variant, worker_id in [k for k in self._states if k[1] in self._workers]:
-            if variant not in self._workers[worker_id].loaded:
-                self.store.remove_instance(variant, worker_id)
-                del self._states[(variant, worker_id)]
-        self._windows.clear()
+                self._load(worker_id, variant, now_s, read_profile=True)
+        snapshot = self.monitor.snapshot(now_s)
+        for worker in snapshot.workers.values():
+            self.store.put_worker(worker)
+        for record in snapshot.records():
+            self.store.put_instance(record)  # an Inactive one is removed
         self.last_flush_s = now_s
-
-    def _forget(self, worker_id: str) -> None:
-        self.store.remove_worker(worker_id)
-        del self._workers[worker_id]
-        self._stopped.discard(worker_id)
-        for key in [k for k in self._states if k[1] == worker_id]:
-            del self._states[key]
-
-    def _update_instance(self, variant: str, worker_id: str, device: str, window_s: float, now_s: float) -> None:
-        key = (variant, worker_id)
-        seen = self._windows.get(key, _Window())
-        profile = self.store.get_variant(variant, device)
-        avg_ms = seen.compute_ms / seen.batches if seen.batches else None
-        window = InstanceWindow(
-            qps=seen.rows / window_s, peak_qps=profile.peak_qps() if profile else 0.0,
-            latency_ratio=_latency_ratio(profile, avg_ms, seen), busy_fraction=seen.compute_ms / 1000.0 / window_s)
-        state = next_state(self._states.get(key, InstanceState.INACTIVE), loaded=True, window=window,
-                           thresholds=self.thresholds)
-        self._states[key] = state
-        self.store.put_instance(InstanceRecord(variant, device, worker_id, state, qps=window.qps,
-                                               avg_latency_ms=avg_ms, load_latency_ms=self._load_ms.get(key),
-                                               updated_s=now_s))
-
-
-def _latency_ratio(profile: VariantRecord | None, avg_ms: float | None, seen: _Window) -> float | None:
-    """Mean observed batch latency over the profiled latency at the mean batch size."""
-    if profile is None or avg_ms is None:
-        return None
-    profiled = profile.latency_ms(max(1, math.ceil(seen.rows / seen.batches)))
-    return None if profiled is None else avg_ms / profiled
 
 
 _EVENT_HANDLERS = {

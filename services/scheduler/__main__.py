@@ -1,9 +1,15 @@
 """``python -m services.scheduler``: run the scheduler as a faust worker (quiet, loopback only)."""
 import sys
 
-from services.scheduler.app import app, prepare
+from services.log import configure_logging
+from services.scheduler.app import build_app
+from services.scheduler.setup import prepare
+from shared.settings import Settings
 
 if __name__ == "__main__":
-    prepare()
+    configure_logging()
+    settings = Settings()
+    prepare(settings)
+    app = build_app(settings)
     sys.argv = [sys.argv[0], "worker", "--loglevel", "warn", "--without-web", *sys.argv[1:]]
     app.main()

@@ -6,19 +6,22 @@ registered since the scheduler started; Redis being away only leaves the last sn
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import faust
 from redis.exceptions import RedisError
 
-from services.scheduler.core import SchedulerCore
 from shared import metrics
+from shared.adapters.infaas_store import RedisMetadataStore
 from shared.catalogue import Catalogue
-from shared.infaas.metadata import RedisMetadataStore
 from shared.infaas.records import MetadataSnapshot
+from shared.serving import SchedulerCore
 from shared.settings import Settings
 
 METADATA_REFRESH_S = 2.0
+
+logger = logging.getLogger(__name__)
 
 
 def follow_metadata_store(app: faust.App, core: SchedulerCore, settings: Settings) -> None:
@@ -31,7 +34,7 @@ def follow_metadata_store(app: faust.App, core: SchedulerCore, settings: Setting
             snapshot = await asyncio.to_thread(store.snapshot, now)
         except RedisError as exc:
             metrics.METADATA_REFRESH_FAILURES.inc()
-            print(f"scheduler: metadata store unavailable, serving from cached state: {exc}", flush=True)
+            logger.warning("metadata store unavailable, serving from cached state: %s", exc)
             return
         core.policy.update_from_metadata(snapshot)
         applications = {**settings.applications}

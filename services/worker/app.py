@@ -11,6 +11,7 @@ Run: ``python -m services.worker --worker-id w1 --variants digits-mlp-s`` (real 
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 import time
 import uuid
@@ -35,15 +36,18 @@ from schemas import (
     worker_command_adapter,
 )
 from services.worker.executors import EmulatedExecutor, ExecutionError, Executor, OnnxExecutor
-from shared import metrics, topics
-from shared.dead_letter import describe_validation_error, send_dead_letter
-from shared.kafka_io import make_admin, make_consumer, make_producer
+from shared import metrics
+from shared.adapters import topics
+from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
+from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
 from shared.profiles.sources import load_profile_source
 from shared.settings import Settings
 from shared.tensors import decode_batch
 
 SERVICE = "worker"
 COMMIT_INTERVAL_S = 0.2
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -122,7 +126,7 @@ def handle_load(ctx: WorkerContext, command: LoadVariant, received_at: float) ->
     try:
         load_ms = ctx.executor.load(command.variant)
     except ExecutionError as exc:
-        print(f"worker {ctx.worker_id}: cannot load {command.variant}: {exc}", flush=True)
+        logger.warning("worker %s: cannot load %s: %s", ctx.worker_id, command.variant, exc)
         return
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=VariantLoaded(
         worker_id=ctx.worker_id, variant=command.variant, load_ms=load_ms, at=time.time()).model_dump_json().encode())

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.profiles import ProfileSet
+from shared.serving.service_time import ProfileServiceTime
 
 
 class ExecutionError(Exception):
@@ -78,7 +79,8 @@ class OnnxExecutor(Executor):
 class EmulatedExecutor(Executor):
     """Replays a named device's measured latency (as the Kairos authors emulate instance types).
 
-    Samples are drawn from the profile's measured samples when present, else its mean is used.
+    Service and load times come from `ProfileServiceTime`, the very model the simulator uses: a draw
+    from the profile's measured samples when it has them, else its mean.
     """
 
     emulated = True
@@ -87,14 +89,16 @@ class EmulatedExecutor(Executor):
         if device not in profiles.device_by_name:
             raise ValueError(f"`device` {device!r} has no profile; known: {sorted(profiles.device_by_name)}")
         self.device = device
-        self._profiles = profiles
+        self._service = ProfileServiceTime(profiles, sampled=True)
         self._loaded: set[str] = set()
         self._rng = np.random.default_rng(seed)
 
     def load(self, variant: str) -> float:
-        profile = self._profile(variant)
+        try:
+            load_ms = self._service.load_ms(self.device, variant)
+        except KeyError as exc:
+            raise ExecutionError(str(exc)) from None
         self._loaded.add(variant)
-        load_ms = profile.load_latency_ms or 0.0
         time.sleep(load_ms / 1000.0)
         return load_ms
 
@@ -107,18 +111,9 @@ class EmulatedExecutor(Executor):
     def run(self, variant: str, inputs: np.ndarray | None, rows: int) -> None:
         if variant not in self._loaded:
             raise ExecutionError(f"variant {variant!r} is not loaded on this worker")
-        profile = self._profile(variant)
         try:
-            batch = profile.profiled_batch(rows)
-        except ValueError as exc:
+            latency_ms = self._service.sample_ms(self.device, variant, rows, self._rng)
+        except (KeyError, ValueError) as exc:
             raise ExecutionError(str(exc)) from None
-        samples = (profile.latency_samples_ms or {}).get(batch)
-        latency_ms = float(self._rng.choice(samples)) if samples else profile.batch_latency_ms[batch]
         time.sleep(latency_ms / 1000.0)
         return None
-
-    def _profile(self, variant: str):
-        try:
-            return self._profiles.get(variant, self.device)
-        except KeyError as exc:
-            raise ExecutionError(str(exc)) from None

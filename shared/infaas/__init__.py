@@ -1,13 +1,14 @@
-"""INFaaS (USENIX ATC'21): model-less variant selection, pure and I/O-free except the Redis store.
+"""INFaaS (USENIX ATC'21): model-less variant selection, pure and I/O-free.
 
 * `state` - the variant-instance state machine of Fig. 4 (`next_state`);
 * `records` - static variant profiles and dynamic instance/worker state as frozen records;
-* `metadata` - the `MetadataStore` interface, in memory and on Redis (hashes and sorted sets);
+* `metadata` - the `MetadataStore` interface and its in-memory implementation (on Redis:
+  `shared.adapters.infaas_store`);
 * `select` - getVariant (Algorithm 1) on a `VariantIndex`, and the brute-force reference;
 * `dispatch` - `InfaasDispatch`, getVariant as the scheduler's `DispatchPolicy`.
 """
 from shared.infaas.dispatch import InfaasDispatch
-from shared.infaas.metadata import InMemoryMetadataStore, MetadataStore, RedisMetadataStore
+from shared.infaas.metadata import InMemoryMetadataStore, MetadataStore
 from shared.infaas.records import FleetState, InstanceRecord, MetadataSnapshot, VariantRecord, WorkerRecord
 from shared.infaas.select import (
     Selection,
@@ -28,7 +29,6 @@ __all__ = [
     "InstanceWindow",
     "MetadataSnapshot",
     "MetadataStore",
-    "RedisMetadataStore",
     "Selection",
     "SelectionStatus",
     "StateThresholds",

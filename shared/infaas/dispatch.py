@@ -68,7 +68,7 @@ class InfaasDispatch(DispatchPolicy):
     def update_from_metadata(self, snapshot: MetadataSnapshot) -> None:
         """Replace what the policy knows of the metadata store.
 
-        The scheduler calls this every ~2 s with ``RedisMetadataStore.snapshot()`` (read off its event
+        The scheduler calls this every ~2 s with ``shared.adapters.infaas_store.RedisMetadataStore.snapshot()`` (read off its event
         loop); the simulator calls it directly. Indexes are rebuilt only when the static profiles changed.
         """
         self._set_static({**self._catalogue, **{r.key: r for r in snapshot.variants}})

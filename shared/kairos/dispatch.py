@@ -101,7 +101,7 @@ class KairosDispatch(DispatchPolicy):
             assignments.append(Assignment(workers[j].worker_id, variant, (rows[i].query_id,)))
         return DispatchDecision(assignments=tuple(assignments))
 
-    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+    def on_batch_finished(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         if self._learn:
             self.predictor.observe(device, variant, batch_size, latency_ms)
             self._coefficient_cache.clear()

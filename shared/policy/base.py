@@ -10,12 +10,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
+
+if TYPE_CHECKING:
+    from schemas import WorkerEvent
+    from shared.fleet import FleetCommands
 
 
-@dataclass(frozen=True, slots=True)
-class PendingQuery:
-    """A query waiting in a scheduler queue."""
+class PendingQuery(NamedTuple):
+    """A query waiting in a scheduler queue (a named tuple: one is made per query, so it must be cheap)."""
 
     query_id: str
     application: str
@@ -28,9 +31,8 @@ class PendingQuery:
     candidate_variants: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerView:
-    """What a policy may know about one worker."""
+class WorkerView(NamedTuple):
+    """What a policy may know about one worker (a named tuple: policies are shown many per second)."""
 
     worker_id: str
     #: device type name, the key into profiles (``g4dn.xlarge``, ``cpu-1t`` ...)
@@ -79,25 +81,50 @@ _EMPTY_DECISION = DispatchDecision()
 
 
 class DispatchPolicy(ABC):
-    """Per-event dispatch: which queued queries go to which worker now."""
+    """Which queued queries go to which worker, asked by the serving core (`shared.serving`).
+
+    The core owns the queue, the workers and the clock; it tells the policy what changed through the
+    ``on_*`` calls below (all optional) and asks `decide` what to do. The same calls, in the same order,
+    come from the live scheduler and from the simulator.
+    """
 
     #: the registry name (``fcfs``, ``kairos`` ...)
     name: ClassVar[str]
+
+    def on_query_added(self, query: PendingQuery) -> None:
+        """A query joined the queue: admitted, or put back because the worker holding it was lost.
+
+        Called before the `decide` that first sees it.
+        """
+
+    def on_query_removed(self, query_id: str) -> None:
+        """The core took a queued query away without the policy's say: its deadline can no longer be met."""
 
     @abstractmethod
     def decide(
         self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]
     ) -> DispatchDecision:
-        """Called on every arrival and every completion while the queue is not empty.
+        """Called after every arrival, completion and worker change, while queries wait and a worker is
+        idle, and again while the previous call changed something.
 
         ``queue`` is in arrival order. Queries not named in the decision stay queued.
         """
 
-    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
-        """Called when a batch finishes, with its measured service time; for policies that learn."""
+    def on_batch_finished(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+        """A batch finished, with its measured service time; for policies that learn."""
+
+    def on_worker_joined(self, worker: WorkerView) -> None:
+        """A worker appeared, or what it hosts changed (a variant loaded or unloaded)."""
+
+    def on_worker_lost(self, worker_id: str) -> None:
+        """A worker stopped or went silent; its unfinished queries come back through `on_query_added`."""
 
     def on_plan(self, plan: "FleetPlan") -> None:
-        """Called when a planner publishes a plan; for policies that route by one (Proteus)."""
+        """A planner published a plan; for policies that route by one (Proteus)."""
+
+    def next_wakeup_s(self) -> float | None:
+        """When the policy wants `decide` called although nothing happens (non-work-conserving batching)."""
+        return None
 
 
 class BatchingPolicy(ABC):
@@ -160,6 +187,25 @@ class FleetPlan:
         for placement in self.placements:
             counts[placement.device] = counts.get(placement.device, 0) + 1
         return counts
+
+
+class FleetController(ABC):
+    """Changes the fleet while queries flow: a planner's control loop, a static plan, an autoscaler.
+
+    The live planner, fleet and autoscaler services run these pieces; the simulator calls a controller
+    directly, every control interval, with the same worker events the services consume.
+    """
+
+    @abstractmethod
+    def control(self, now_s: float, arrivals: Mapping[str, int]) -> "FleetPlan | FleetCommands | None":
+        """``arrivals``: queries per application since the previous call.
+
+        Return a plan (reconciled with the fleet, make-before-break), commands for named workers, or None.
+        """
+
+    def on_worker_event(self, event: "WorkerEvent") -> None:
+        """A worker event, as workers publish it (heartbeat on joining, batch finished, variant (un)loaded,
+        stopped); for controllers that monitor the fleet."""
 
 
 class Planner(ABC):

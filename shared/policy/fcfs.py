@@ -52,7 +52,7 @@ class FcfsDispatch(DispatchPolicy):
                 taken.update(batch.query_ids)
         return DispatchDecision(assignments=tuple(assignments))
 
-    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+    def on_batch_finished(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         self._batching.observe(device, variant, batch_size, latency_ms)
 
     def _batch_for(

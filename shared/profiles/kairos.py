@@ -1,7 +1,7 @@
 """Load the Kairos authors' measurements (HPDC'23 artifact) into the one profile format.
 
-The data stay in the shared data directory (``<repo>/../shared/data/kairos``, or
-``$MERIDIAN_SHARED_DATA/kairos``); this module reads them, it never copies them.
+The data stay in the materials folder (``Settings.kairos_data_dir``: ``<repo>/../shared/data/kairos``, or
+``$MERIDIAN_MATERIALS_DIR/data/kairos``); this module reads them, it never copies them.
 
 * variant = family = model name (``ncf``, ``rm2``, ``wnd``, ``mtwnd``, ``dien``): Kairos serves one
   model per system, so the model is the variant;
@@ -15,16 +15,14 @@ inference + data-loading latency added element-wise, the largest sample dropped.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
+from shared.settings import Settings
 
-#: environment variable naming the shared data root (the folder holding ``kairos/``)
-DATA_ENV = "MERIDIAN_SHARED_DATA"
 #: Kairos caps query size at 1000 "because of QoS constraints"
 KAIROS_MAX_BATCH = 1000
 _GPU_FAMILIES = ("g4dn", "g5", "p3", "p4d")
@@ -44,18 +42,14 @@ class KairosPool:
         return self.devices[0]
 
 
-def kairos_data_dir(data_dir: str | Path | None = None) -> Path:
-    """``data_dir`` if given, else ``$MERIDIAN_SHARED_DATA/kairos``, else ``<repo>/../shared/data/kairos``."""
-    if data_dir is not None:
-        return Path(data_dir)
-    root = os.environ.get(DATA_ENV)
-    base = Path(root) if root else Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-    return (base / "kairos").resolve()
+def _folder(data_dir: str | Path | None) -> Path:
+    """``data_dir`` if given, else the materials' Kairos folder (`Settings.kairos_data_dir`)."""
+    return Path(data_dir) if data_dir is not None else Settings().kairos_data_dir
 
 
 def load_kairos_pool(data_dir: str | Path | None = None) -> KairosPool:
     """The pool of ``instance.json``: g4dn.xlarge base, three CPU auxiliaries, $2.5/h."""
-    raw = json.loads((kairos_data_dir(data_dir) / "instance.json").read_text())
+    raw = json.loads((_folder(data_dir) / "instance.json").read_text())
     return KairosPool(
         devices=tuple(raw["ins_types"]),
         max_counts=tuple(int(n) for n in raw["max_num"]),
@@ -69,10 +63,10 @@ def load_kairos_profiles(data_dir: str | Path | None = None, *, samples: bool = 
 
     Parameters
     ----------
-    data_dir : folder holding the Kairos files; see `kairos_data_dir` for the default.
+    data_dir : folder holding the Kairos files (default: `Settings.kairos_data_dir`).
     samples : also attach ``latency_samples_ms`` (99 per batch size; the file is ~2.6 MB).
     """
-    folder = kairos_data_dir(data_dir)
+    folder = _folder(data_dir)
     mean = json.loads((folder / "latency_mean.json").read_text())
     sampled = (
         json.loads((folder / "latency_samples.json").read_text())["models"] if samples else None

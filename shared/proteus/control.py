@@ -1,19 +1,19 @@
 """Control loops that turn arrival counts into plans: Proteus's, and a static one for Clipper.
 
-They implement `shared.sim.multi.Controller`; the live planner service runs the same pieces (a
-`ReplanMonitor` fed with load statistics, then `Planner.plan`).
+They are `FleetController`s; the live planner service runs the same pieces (a `ReplanMonitor` fed
+with load statistics, then `Planner.plan`).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.policy.base import FleetPlan, LoadSnapshot, Planner
+from shared.policy.base import FleetController, FleetPlan, LoadSnapshot, Planner
 from shared.proteus.monitor import ReplanMonitor
 
 
 @dataclass
-class PlanningController:
+class PlanningController(FleetController):
     """Re-plan when the monitor says so (periodically, or on a burst), with its EWMA demand.
 
     ``initial_rates`` stands for the demand the previous plan was made for: the first call plans for
@@ -45,7 +45,7 @@ class PlanningController:
 
 
 @dataclass
-class StaticController:
+class StaticController(FleetController):
     """Apply one plan at the start and never change it (Clipper)."""
 
     plan: FleetPlan

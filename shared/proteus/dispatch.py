@@ -94,6 +94,8 @@ class ProteusDispatch(DispatchPolicy):
         self._queues: dict[str, dict[str, deque[PendingQuery]]] = {}
         self._home: dict[str, _Home] = {}
         self._unrouted: dict[str, PendingQuery] = {}
+        #: queries added since the last decision, routed once the workers are known
+        self._fresh: dict[str, PendingQuery] = {}
         self._wake: dict[str, float] = {}
         self._dirty: set[str] = set()
         #: a new plan may give waiting queries a worker: route them again at the next decision
@@ -106,10 +108,25 @@ class ProteusDispatch(DispatchPolicy):
             self._plan = plan
             self._retry_unrouted = True
 
+    def on_query_added(self, query: PendingQuery) -> None:
+        self._fresh[query.query_id] = query
+
+    def on_query_removed(self, query_id: str) -> None:
+        if self._fresh.pop(query_id, None) is not None or self._unrouted.pop(query_id, None) is not None:
+            self._home.pop(query_id, None)
+            return
+        home = self._home.pop(query_id, None)
+        if home is not None:
+            worker_id, variant = home
+            q = self._queues[worker_id][variant]
+            q.remove(next(x for x in q if x.query_id == query_id))
+
     def decide(self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]) -> DispatchDecision:
         self._sync_workers(workers)
         dropped: list[tuple[str, str]] = []
-        self._sync_queue(queue)
+        for query in self._fresh.values():
+            self._route(query)
+        self._fresh.clear()
         self._drop_unroutable(now_s, dropped)
         assignments: list[Assignment] = []
         for worker_id in list(self._dirty | {w for w, t in self._wake.items() if t <= now_s + self._lookahead}):
@@ -125,7 +142,7 @@ class ProteusDispatch(DispatchPolicy):
             return DispatchDecision.make_empty()
         return DispatchDecision(assignments=tuple(assignments), dropped=tuple(dropped))
 
-    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+    def on_batch_finished(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         self.batching.observe(device, variant, batch_size, latency_ms)
 
     def next_wakeup_s(self) -> float | None:
@@ -163,27 +180,6 @@ class ProteusDispatch(DispatchPolicy):
         for query in sorted(stranded, key=lambda q: q.arrival_s):
             self._route(query)
         self._dirty.update(w.worker_id for w in workers if not w.inflight)
-
-    def _sync_queue(self, queue: Sequence[PendingQuery]) -> None:
-        """Route the queries not seen before; resynchronise if others vanished from the queue."""
-        fresh: list[PendingQuery] = []
-        for query in reversed(queue):
-            if query.query_id in self._home:
-                break
-            fresh.append(query)
-        if len(self._home) + len(fresh) != len(queue):
-            fresh = self._resync(queue)
-        for query in reversed(fresh):
-            self._route(query)
-
-    def _resync(self, queue: Sequence[PendingQuery]) -> list[PendingQuery]:
-        present = {q.query_id for q in queue}
-        for worker_queues in self._queues.values():
-            for variant, q in worker_queues.items():
-                worker_queues[variant] = deque(x for x in q if x.query_id in present)
-        self._unrouted = {k: v for k, v in self._unrouted.items() if k in present}
-        self._home = {k: v for k, v in self._home.items() if k in present}
-        return [q for q in reversed(queue) if q.query_id not in self._home]
 
     def _route(self, query: PendingQuery) -> None:
         target = self._least_loaded(query) if self._routing == "least_loaded" else self._weighted(query)

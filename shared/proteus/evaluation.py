@@ -4,17 +4,49 @@ A query is *successful* when it was served, late or not; *violations* are droppe
 late queries. Effective accuracy is the mean normalized accuracy (in %) of successful queries; the
 maximum accuracy drop is 100 minus the lowest effective accuracy over ``window_s`` windows (by
 completion time); throughput is successful queries per second over the trace.
+
+The run is anything shaped like `ServedRun` (the simulator's per-query outcomes): this module reads
+results, it does not depend on the simulator that produces them.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 
-from shared.sim.multi import ServingResult
+
+class ServedRun(Protocol):
+    """Per-query outcomes of one run, in arrival order; unserved queries have NaN times."""
+
+    @property
+    def arrival_s(self) -> np.ndarray: ...
+
+    @property
+    def finish_s(self) -> np.ndarray: ...
+
+    @property
+    def variant(self) -> np.ndarray:
+        """The variant that served each query."""
+
+    @property
+    def dropped(self) -> Mapping[int, str]:
+        """Query index -> reason, for queries dropped or never dispatched."""
+
+    @property
+    def served(self) -> np.ndarray:
+        """Served, late or not."""
+
+    @property
+    def late(self) -> np.ndarray:
+        """Served, but after the SLO."""
+
+    @property
+    def violated(self) -> np.ndarray:
+        """Dropped, never served, or late."""
 
 
-def serving_metrics(result: ServingResult, accuracy: Mapping[str, float], *, window_s: float = 10.0) -> dict[str, float]:
+def serving_metrics(result: ServedRun, accuracy: Mapping[str, float], *, window_s: float = 10.0) -> dict[str, float]:
     """``effective_accuracy``, ``max_accuracy_drop`` (%), ``slo_violation_ratio``, ``throughput_qps`` and counts.
 
     ``accuracy`` maps each variant to its normalized accuracy in (0, 1].

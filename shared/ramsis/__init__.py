@@ -5,7 +5,8 @@
   under Poisson or Gamma arrivals (`ArrivalProcess`);
 * `value_iteration`, `expected_metrics` - the solver and the stationary-distribution guarantees (§5.1);
 * `PolicyGenerator`, `generate_policy_set`, `PolicySet` - policies indexed by load, adjacent ones
-  within 1% expected accuracy; `RedisPolicyStore` keeps them; ``python -m shared.ramsis.generate``;
+  within 1% expected accuracy (kept in Redis by `shared.adapters.ramsis_store`, generated offline by
+  ``python -m services.ramsis_generate``);
 * `RamsisDispatch` - round-robin, 500 ms load monitor, policy lookup and (pluggable) generation;
 * `baselines` - Jellyfish+ and ModelSwitching on the same workers and models.
 """
@@ -24,7 +25,6 @@ from shared.ramsis.problem import (
     pareto_front,
     quantile_profiles,
 )
-from shared.ramsis.store import RedisPolicyStore
 from shared.ramsis.value_iteration import ValueIterationResult, ViStatus, value_iteration
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "RamsisDispatch",
     "RamsisPolicy",
     "RamsisProblem",
-    "RedisPolicyStore",
     "ValueIterationResult",
     "ViStatus",
     "WorkerMdp",

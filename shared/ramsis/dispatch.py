@@ -48,7 +48,7 @@ class RamsisDispatch(DispatchPolicy):
     Parameters
     ----------
     profiles : latency profiles (fallback choices and per-model batch limits).
-    policy_set : the offline policies (e.g. `RedisPolicyStore.load`); may be empty.
+    policy_set : the offline policies (e.g. `shared.adapters.ramsis_store.RedisPolicyStore.load`); may be empty.
     generator : ``(workers, rate_qps) -> policy``, called synchronously in `decide` when no policy
         covers the load. Leave it None in a live service and run `fill_missing` in the background.
     family, slo_ms, delta, max_queue : with neither ``policy_set`` nor ``generator``, build a small
@@ -109,6 +109,8 @@ class RamsisDispatch(DispatchPolicy):
         self._next = 0
         self._queues: dict[str, list[_Item]] = {}
         self._owner: dict[str, str] = {}
+        #: queries added since the last decision, dealt round-robin once a worker is there
+        self._fresh: dict[str, PendingQuery] = {}
         self._seq = itertools.count()
 
     # -- the background-generation interface ----------------------------------------------------
@@ -127,6 +129,18 @@ class RamsisDispatch(DispatchPolicy):
         if missing is not None and policy.workers == missing.workers and policy.rate_qps >= missing.rate_qps:
             self._missing = None  # answered: do not solve it again before the next decision looks
 
+    # -- the queue, as the serving core tells it --------------------------------------------------
+    def on_query_added(self, query: PendingQuery) -> None:
+        self._fresh[query.query_id] = query
+
+    def on_query_removed(self, query_id: str) -> None:
+        if self._fresh.pop(query_id, None) is not None:
+            return
+        worker_id = self._owner.pop(query_id, None)
+        if worker_id is not None:
+            items = self._queues[worker_id]
+            items[:] = [item for item in items if item[2].query_id != query_id]
+
     # -- decisions ------------------------------------------------------------------------------
     def decide(
         self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]
@@ -137,7 +151,7 @@ class RamsisDispatch(DispatchPolicy):
         self._update_ring(eligible)
         if not self._ring:
             return DispatchDecision.make_empty()
-        dropped = self._take_new(queue)
+        dropped = self._take_new()
         idle = {w.worker_id: w for w in eligible if w.idle and self._queues[w.worker_id]}
         if not idle:
             return DispatchDecision(dropped=dropped)
@@ -152,21 +166,16 @@ class RamsisDispatch(DispatchPolicy):
                     assignments.append(assignment)
         return DispatchDecision(assignments=tuple(assignments), dropped=dropped)
 
-    def _take_new(self, queue: Sequence[PendingQuery]) -> tuple[tuple[str, str], ...]:
-        """Deal new queries round-robin, forget ones that left the queue; drop those no model serves."""
-        new = [q for q in queue if q.query_id not in self._owner]
-        if len(self._owner) != len(queue) - len(new):
-            present = {q.query_id for q in queue}
-            for items in self._queues.values():
-                items[:] = [item for item in items if item[2].query_id in present]
-            self._owner = {q: w for q, w in self._owner.items() if q in present}
+    def _take_new(self) -> tuple[tuple[str, str], ...]:
+        """Deal the new queries round-robin; drop those no model of the policies serves."""
         dropped = []
-        for q in new:
+        for q in self._fresh.values():
             if not any(m in q.candidate_variants for m in self._models):
                 dropped.append((q.query_id, f"RAMSIS serves {list(self._models)}; none is a candidate"))
                 continue
             self._monitor.record(q.arrival_s)
             self._deal((q.arrival_s + q.slo_ms / 1000.0, next(self._seq), q))
+        self._fresh.clear()
         return tuple(dropped)
 
     def _deal(self, item: _Item) -> None:

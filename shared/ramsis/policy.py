@@ -4,7 +4,7 @@ A `RamsisPolicy` maps a worker-queue state ``(n, j)`` to ``(model, batch)`` for 
 (K workers, SLO, load, arrival process). A `PolicySet` holds policies for several K and loads and
 answers the online question: the lowest-load policy that covers the anticipated load.
 
-JSON (``format`` ``meridian.ramsis.policy``, ``version`` 1; `shared.ramsis.store` keeps one per Redis
+JSON (``format`` ``meridian.ramsis.policy``, ``version`` 1; `shared.adapters.ramsis_store` keeps one per Redis
 hash field)::
 
     {"format": "meridian.ramsis.policy", "version": 1,
@@ -17,7 +17,7 @@ hash field)::
      "full_model": m,                             # n > N: serve the whole queue on this model
      "expected_accuracy": 0.99, "expected_violation": 0.001}
 
-A whole set in one file (``python -m shared.ramsis.generate --output``) is
+A whole set in one file (``python -m services.ramsis_generate --output``) is
 ``{"format": "meridian.ramsis.policy-set", "version": 1, "policies": [<policy>, ...]}``.
 """
 from __future__ import annotations

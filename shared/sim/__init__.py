@@ -1,4 +1,4 @@
-"""Seeded discrete-event simulation over the same `DispatchPolicy` objects the live scheduler runs."""
+"""Seeded discrete-event simulation: the live scheduler's `SchedulerCore` and policies on a virtual clock."""
 from shared.sim.arrivals import (
     Workload,
     deeprecsys_sizes,
@@ -9,7 +9,7 @@ from shared.sim.arrivals import (
     trace_arrivals,
     truncated_gaussian_sizes,
 )
-from shared.sim.engine import EventType, SimResult, SimStatus, StopRule, simulate
+from shared.sim.engine import EventType, SimQuery, SimResult, SimStatus, StopRule, simulate
 from shared.sim.throughput import (
     Scenario,
     ThroughputResult,
@@ -18,13 +18,12 @@ from shared.sim.throughput import (
     rate_passes,
     search_rate,
 )
-from shared.sim.workers import ProfileServiceModel, ServiceModel, SimWorker, make_fleet
+from shared.sim.workers import SimWorker, make_fleet
 
 __all__ = [
     "EventType",
-    "ProfileServiceModel",
     "Scenario",
-    "ServiceModel",
+    "SimQuery",
     "SimResult",
     "SimStatus",
     "SimWorker",

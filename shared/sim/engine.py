@@ -1,44 +1,61 @@
-"""Discrete-event simulation of one scheduler queue in front of a fleet, driven by a `DispatchPolicy`.
+"""The one discrete-event engine: the live scheduler's `SchedulerCore` on a virtual clock.
 
-The engine owns time and state; the policy only decides. On every arrival and every completion, while
-the queue is non-empty and some worker is idle, it calls ``policy.decide(now_s, queue, workers)`` and
-applies the assignments (each worker runs one batch at a time). On completion it calls
-``policy.observe(...)`` with the measured service time. A query's latency is its wait plus its batch's
-service time.
+The engine plays everything around the core that Kafka and the worker processes play live, and nothing
+the core does itself:
 
-Events are ordered by ``(time, event type, sequence)``; completions sort before arrivals at the same
-instant so a worker freed at ``t`` is visible to a query arriving at ``t``.
+- clients: each workload's queries arrive at their times and are admitted by the core (or rejected);
+- workers: each runs the jobs sent to it one after another, as a live worker reads its dispatch topic:
+  batches take the time `ProfileServiceTime` gives (the model ``--emulate`` workers replay), variant
+  loads the profile's load latency; a finished batch reaches the core as ``batch_finished``;
+- the fleet: every ``control_interval_s`` a `FleetController` (a planner's loop, a static plan, an
+  autoscaler) is told the arrivals per application and may answer a `FleetPlan` or `FleetCommands`.
+  A plan is applied as the live fleet service applies it, by `shared.fleet.reconcile`, and the core
+  hears it (`apply_plan`): new workers join after their device's start-up time plus their variants'
+  load latency, and the workers the plan no longer wants stop once those have joined
+  (make-before-break). Commands (an autoscaler's) are carried out as given. A stopped worker finishes
+  the batch it runs. The controller hears every worker event the services would consume;
+- wake-ups: when the policy waits on purpose (`next_wakeup_s`), the core steps again at that time.
 
-What policies see of busy workers is a *prediction*: ``busy_remaining_ms`` is the service model's
-expected time minus the time elapsed, floored at 0 (the Kairos artifact tracks it the same way), so
-sampled service times surprise the policy just as real ones would.
+After every event the core steps once, exactly as the live scheduler does after every message.
+
+Events are ordered by ``(time, type, sequence)``: completions, then workers ready, then control, then
+arrivals, then wake-ups at the same instant, so a worker freed at ``t`` is visible to a query arriving
+at ``t``. Runs are deterministic for a seed.
 """
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum, IntEnum
+from typing import NamedTuple
 
 import numpy as np
 
-from shared.policy.base import DispatchDecision, DispatchPolicy, PendingQuery, WorkerView
+from shared.catalogue import Catalogue
+from schemas import BatchFinished, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
+from shared.fleet import FleetCommands, reconcile
+from shared.policy.base import DispatchPolicy, FleetController, FleetPlan, Placement
+from shared.profiles.format import ProfileSet
+from shared.serving.core import CoreConfig, Dispatch, SchedulerCore, Step
+from shared.serving.service_time import ProfileServiceTime, ServiceTime
 from shared.sim.arrivals import Workload
-from shared.sim.workers import ServiceModel, SimWorker
+from shared.sim.workers import SimWorker
 
 
 class EventType(IntEnum):
     COMPLETION = 0
-    ARRIVAL = 1
-
-
-#: (time in s, type, payload: query index for arrivals, worker index for completions)
-Event = tuple[float, EventType, int]
+    READY = 1
+    CONTROL = 2
+    ARRIVAL = 3
+    WAKEUP = 4
 
 
 class SimStatus(str, Enum):
     COMPLETED = "completed"
-    #: the queue outgrew `StopRule.max_queue`: offered load above capacity
+    #: queries were left queued (the queue outgrew `StopRule.max_queue`, or nothing could serve them)
     DIVERGED = "diverged"
     #: more SLO misses than `StopRule.max_misses`: the run can no longer pass
     ABORTED = "aborted"
@@ -52,22 +69,52 @@ class StopRule:
     max_misses: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+#: (worker id, device, time s) -> factor on its service times (a noisy neighbour), for what-if runs
+ServiceFactor = Callable[[str, str, float], float]
+
+
+class SimQuery(NamedTuple):
+    """A simulated client's query: what the core reads of a `Query` message."""
+
+    query_id: str
+    application: str
+    model: str | None
+    batch_size: int
+    slo_ms: float
+    accuracy_floor: float | None = None
+    inputs: None = None
+
+
+class Lifetime(NamedTuple):
+    worker_id: str
+    device: str
+    requested_s: float
+    joined_s: float
+    stopped_s: float | None
+
+
+@dataclass(frozen=True)
 class SimResult:
-    """Per-query outcomes of one run; unserved queries have NaN times and worker -1."""
+    """Per-query outcomes in global arrival order; unserved queries have NaN times and worker -1."""
 
     status: SimStatus
     message: str
-    slo_ms: float
+    application: np.ndarray
+    slo_ms: np.ndarray
     arrival_s: np.ndarray
     start_s: np.ndarray
     finish_s: np.ndarray
-    #: index into the fleet of the worker that served each query
+    #: index into `worker_ids` of the worker that served each query
     worker: np.ndarray
-    #: the variant that served each query ("" when unserved), for accuracy-aware policies
+    #: the variant that served each query ("" when unserved)
     variant: np.ndarray
-    #: query index -> reason, for queries the policy dropped
+    #: query index -> reason, for queries rejected, dropped (by the core or the policy) or left queued
     dropped: dict[int, str]
+    worker_ids: tuple[str, ...]
+    #: (time, plan) of every plan applied
+    plans: tuple[tuple[float, FleetPlan], ...] = ()
+    #: every worker of the run: asked for, joined (NaN if never) and stopped (None if still running)
+    lifetimes: tuple["Lifetime", ...] = ()
 
     @property
     def success(self) -> bool:
@@ -78,14 +125,27 @@ class SimResult:
         return (self.finish_s - self.arrival_s) * 1000.0
 
     @property
+    def served(self) -> np.ndarray:
+        return self.worker >= 0
+
+    @property
     def num_served(self) -> int:
-        return int(np.count_nonzero(self.worker >= 0))
+        return int(np.count_nonzero(self.served))
+
+    @property
+    def late(self) -> np.ndarray:
+        """Served, but after the SLO."""
+        with np.errstate(invalid="ignore"):
+            return self.served & (self.latency_ms > self.slo_ms)
+
+    @property
+    def violated(self) -> np.ndarray:
+        """Dropped, never served, or late: the papers' SLO violations."""
+        return ~self.served | self.late
 
     @property
     def num_within_slo(self) -> int:
-        """Queries finished within the SLO; dropped or unfinished ones are misses."""
-        with np.errstate(invalid="ignore"):
-            return int(np.count_nonzero(self.latency_ms <= self.slo_ms))
+        return int(np.count_nonzero(~self.violated))
 
     def fraction_within_slo(self) -> float:
         return self.num_within_slo / len(self.arrival_s)
@@ -95,203 +155,373 @@ class SimResult:
         lat = np.where(np.isnan(self.latency_ms), np.inf, self.latency_ms)
         return float(np.quantile(lat, q, method="higher"))
 
+
 def simulate(
-    workload: Workload,
+    workloads: Workload | Sequence[Workload],
     workers: Sequence[SimWorker],
     policy: DispatchPolicy,
-    service: ServiceModel,
+    profiles: ProfileSet,
     *,
+    service: ServiceTime | None = None,
+    controller: FleetController | None = None,
+    control_interval_s: float = 1.0,
+    config: CoreConfig | None = None,
+    startup_s: Mapping[str, float] | None = None,
+    service_factor: ServiceFactor | None = None,
     seed: int | None = None,
     stop: StopRule | None = None,
+    end_s: float | None = None,
 ) -> SimResult:
-    """Run ``workload`` through ``policy`` on ``workers``; ``seed`` drives sampled service times."""
-    return _Run(workload, workers, policy, service, np.random.default_rng(seed), stop or StopRule()).run()
+    """Serve ``workloads`` with ``policy`` on ``workers`` (joined at time 0), re-planned by ``controller``.
+
+    Parameters
+    ----------
+    profiles : what the core's catalogue knows (admission, predictions) and, unless ``service`` is
+        given, where service times come from (profiled means).
+    service : service and load times of the simulated workers.
+    config : the core's drop rule (default: `CoreConfig`'s, as the live default).
+    startup_s : seconds from a plan starting a worker of a device type to its first heartbeat.
+    service_factor : slows a worker's batches down at times (a noisy neighbour).
+    seed : drives sampled service times.
+    end_s : stop the run then (default: when nothing is left to happen); later events never happen.
+    """
+    return Simulation(workloads, workers, policy, profiles, service=service, controller=controller,
+                      control_interval_s=control_interval_s, config=config, startup_s=startup_s,
+                      service_factor=service_factor, seed=seed, stop=stop, end_s=end_s).run()
 
 
-class _Run:
-    def __init__(
-        self,
-        workload: Workload,
-        workers: Sequence[SimWorker],
-        policy: DispatchPolicy,
-        service: ServiceModel,
-        rng: np.random.Generator,
-        stop: StopRule,
-    ) -> None:
-        if not workers:
-            raise ValueError("`workers` must not be empty")
+@dataclass(slots=True)
+class _Worker:
+    """A simulated worker process: its dispatch topic is ``jobs``, run one at a time."""
+
+    index: int
+    spec: SimWorker
+    placement: Placement
+    requested_s: float
+    joined_s: float = math.nan
+    jobs: deque = field(default_factory=deque)
+    running: bool = False
+    #: the plan wants it gone: it stops when its current batch ends
+    stopping: bool = False
+    stopped_s: float | None = None
+
+
+class Simulation:
+    """One run: the engine around a fresh `SchedulerCore` (``core``); see `simulate` for the arguments."""
+
+    def __init__(self, workloads: Workload | Sequence[Workload], workers: Sequence[SimWorker],
+                 policy: DispatchPolicy, profiles: ProfileSet, *, service: ServiceTime | None = None,
+                 controller: FleetController | None = None, control_interval_s: float = 1.0,
+                 config: CoreConfig | None = None, startup_s: Mapping[str, float] | None = None,
+                 service_factor: ServiceFactor | None = None, seed: int | None = None,
+                 stop: StopRule | None = None, end_s: float | None = None) -> None:
+        if isinstance(workloads, Workload):
+            workloads = [workloads]
+        if not workloads:
+            raise ValueError("`workloads` must not be empty")
         if len({w.worker_id for w in workers}) != len(workers):
             raise ValueError("`workers` must have unique ids")
-        self.workload = workload
-        self.workers = list(workers)
-        self.policy = policy
-        self.service = service
-        self.rng = rng
-        self.stop = stop
-        n, m = len(workers), len(workload)
-        self.index_of = {w.worker_id: j for j, w in enumerate(workers)}
-        self.batch_of: list[tuple[int, ...] | None] = [None] * n
-        self.variant_of: list[str] = [""] * n
-        self.started_s = [0.0] * n
-        self.expected_ms = [0.0] * n
-        self.idle_views: list[WorkerView | None] = [
-            WorkerView(w.worker_id, w.device, w.variants, 0, 0.0, 0.0, w.max_batch) for w in workers
-        ]
-        self.num_idle = n
-        self.queue: list[PendingQuery] = []
+        if not workers and controller is None:
+            raise ValueError("give `workers`, or a `controller` whose plans start some")
+        if not control_interval_s > 0:
+            raise ValueError(f"`control_interval_s` must be > 0, got {control_interval_s}")
+        arrival = np.concatenate([w.arrival_s for w in workloads])
+        source = np.concatenate([np.full(len(w), k) for k, w in enumerate(workloads)])
+        order = np.argsort(arrival, kind="stable")
+        self.arrival = arrival[order]
+        self.rows = np.concatenate([w.batch_size for w in workloads])[order].astype(int)
+        source = source[order]
+        self.application = np.array([workloads[k].application for k in source], dtype=object)
+        self.slo_ms = np.array([workloads[k].slo_ms for k in source], dtype=float)
+        catalogue = _catalogue(workloads, profiles)
+        models = [_model_of(w, catalogue) for w in workloads]
+        self.model = [models[k] for k in source]
+        self.query_fields = list(zip(self.application.tolist(), self.model, self.rows.tolist(), self.slo_ms.tolist()))
+        self.deadline_s = (self.arrival + self.slo_ms / 1000.0).tolist()
+        self.now = 0.0
+        self.core = SchedulerCore(policy, catalogue, config or CoreConfig(), clock=lambda: self.now)
+        self.service = service or ProfileServiceTime(profiles)
+        self.controller = controller
+        self.interval = control_interval_s
+        self.startup = dict(startup_s or {})
+        self.service_factor = service_factor
+        self.end_s = math.inf if end_s is None else end_s
+        self.rng = np.random.default_rng(seed)
+        self.stop = stop or StopRule()
+        m = len(self.arrival)
         self.start_s = np.full(m, np.nan)
         self.finish_s = np.full(m, np.nan)
         self.served_by = np.full(m, -1, dtype=np.int64)
         self.variant_served = np.full(m, "", dtype=object)
         self.dropped: dict[int, str] = {}
         self.misses = 0
-        self.heap: list[tuple[float, int, int, int]] = []
+        self.plans: list[tuple[float, FleetPlan]] = []
+        self.counts: dict[str, int] = {}
+        self.workers: dict[str, _Worker] = {}
+        self.order: list[_Worker] = []
+        self.starting: set[str] = set()
+        self.stops_after_start: list[str] = []
+        self.started = 0
+        self.heap: list[tuple[float, int, int, object]] = []
         self.seq = 0
+        self.wakeup_at = -math.inf
+        for spec in workers:
+            self._add_worker(spec)
+            self._push(0.0, EventType.READY, spec.worker_id)
 
+    # -- the loop -------------------------------------------------------------------------------
     def run(self) -> SimResult:
-        arrivals = self.workload.arrival_s
-        if len(arrivals):
-            self._push(float(arrivals[0]), EventType.ARRIVAL, 0)
-        status, message = SimStatus.COMPLETED, "all queries processed"
-        while self.heap:
-            now, kind, _, payload = heapq.heappop(self.heap)
-            handler = self._arrive if kind == EventType.ARRIVAL else self._complete
-            events = handler(now, payload)
-            events += self._dispatch(now)  # after the handler: it sees the freed worker or new query
-            for event in events:
-                self._push(*event)
-            verdict = self._verdict()
+        if len(self.arrival):
+            self._push(float(self.arrival[0]), EventType.ARRIVAL, 0)
+            if self.controller is not None:
+                self._push(min(0.0, float(self.arrival[0])), EventType.CONTROL, None)
+        end_control = float(self.arrival[-1]) + self.interval if len(self.arrival) else 0.0
+        handlers = {EventType.COMPLETION: self._complete, EventType.READY: self._ready,
+                    EventType.CONTROL: self._control, EventType.ARRIVAL: self._arrive,
+                    EventType.WAKEUP: lambda _: None}
+        status, message = SimStatus.COMPLETED, ""
+        heap = self.heap
+        while heap and heap[0][0] <= self.end_s:
+            now, kind, _, payload = heapq.heappop(heap)
+            self.now = now
+            handlers[kind](payload)
+            if kind == EventType.CONTROL and now + self.interval <= end_control:
+                self._push(now + self.interval, EventType.CONTROL, None)
+            step = self.core.step()
+            if step.dispatches or step.dropped or step.loads:
+                self._carry_out(step)
+            at = self.core.next_wakeup_s()
+            if at is not None and at > now and not now < self.wakeup_at <= at:
+                self.wakeup_at = at
+                self._push(at, EventType.WAKEUP, None)
+            verdict = self._verdict() if self.stop.max_queue is not None or self.stop.max_misses is not None else None
             if verdict is not None:
                 status, message = verdict
                 break
-        if status is SimStatus.COMPLETED and self.queue:
-            status, message = SimStatus.DIVERGED, f"{len(self.queue)} queries never dispatched"
-        return SimResult(
-            status=status,
-            message=message,
-            slo_ms=self.workload.slo_ms,
-            arrival_s=self.workload.arrival_s,
-            start_s=self.start_s,
-            finish_s=self.finish_s,
-            worker=self.served_by,
-            variant=self.variant_served,
-            dropped=self.dropped,
-        )
+        left = len(self.core.queue)
+        for item in list(self.core.queue.items.values()):
+            self.dropped[int(item.pending.query_id)] = "never dispatched: the run ended with it queued"
+        if status is SimStatus.COMPLETED and left:
+            status, message = SimStatus.DIVERGED, f"{left} queries never dispatched"
+        if not message:
+            message = f"{len(self.arrival)} queries, {len(self.dropped)} not served, {len(self.plans)} plans applied"
+        return SimResult(status, message, self.application, self.slo_ms, self.arrival, self.start_s,
+                         self.finish_s, self.served_by, self.variant_served, self.dropped,
+                         tuple(w.spec.worker_id for w in self.order), tuple(self.plans),
+                         tuple(Lifetime(w.spec.worker_id, w.spec.device, w.requested_s, w.joined_s, w.stopped_s)
+                               for w in self.order))
 
-    def _push(self, time_s: float, kind: EventType, payload: int) -> None:
+    def _push(self, time_s: float, kind: EventType, payload: object) -> None:
         heapq.heappush(self.heap, (time_s, int(kind), self.seq, payload))
         self.seq += 1
 
-    def _arrive(self, now: float, i: int) -> list[Event]:
-        """Queue query ``i``; the next arrival is the only new event."""
-        w = self.workload
-        self.queue.append(
-            PendingQuery(
-                query_id=str(i),
-                application=w.application,
-                batch_size=int(w.batch_size[i]),
-                arrival_s=float(w.arrival_s[i]),
-                slo_ms=w.slo_ms,
-                candidate_variants=w.candidate_variants,
-            )
-        )
-        return [(float(w.arrival_s[i + 1]), EventType.ARRIVAL, i + 1)] if i + 1 < len(w) else []
+    # -- clients --------------------------------------------------------------------------------
+    def _arrive(self, i: int) -> None:
+        application, model, rows, slo_ms = self.query_fields[i]
+        reason = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms))
+        if reason is not None:
+            self._drop(i, reason)
+        self.counts[application] = self.counts.get(application, 0) + 1
+        if i + 1 < len(self.arrival):
+            self._push(float(self.arrival[i + 1]), EventType.ARRIVAL, i + 1)
 
-    def _complete(self, now: float, j: int) -> list[Event]:
-        """Worker ``j`` finished its batch: record it, tell the policy, free the worker."""
-        batch = self.batch_of[j]
-        assert batch is not None
-        worker = self.workers[j]
-        rows = sum(int(self.workload.batch_size[i]) for i in batch)
-        self.policy.observe(worker.device, self.variant_of[j], rows, (now - self.started_s[j]) * 1000.0)
-        slo_s = self.workload.slo_ms / 1000.0
-        for i in batch:
-            self.finish_s[i] = now
-            if now - self.workload.arrival_s[i] > slo_s:
-                self.misses += 1
-        self.batch_of[j] = None
-        self.idle_views[j] = WorkerView(
-            worker.worker_id, worker.device, worker.variants, 0, 0.0, now, worker.max_batch
-        )
-        self.num_idle += 1
-        return []
+    def _drop(self, i: int, reason: str) -> None:
+        self.dropped[i] = reason
+        self.misses += 1
 
-    def _dispatch(self, now: float) -> list[Event]:
-        """Ask the policy while it can act; the started batches' completions are the new events."""
-        events: list[Event] = []
-        while self.queue and self.num_idle:
-            decision = self.policy.decide(now, self.queue, self._views(now))
-            if not decision:
-                break
-            events.extend(self._apply(now, decision))
-        return events
+    # -- what the core decided ------------------------------------------------------------------
+    def _carry_out(self, step: Step) -> None:
+        for item, reason in step.dropped:
+            self._drop(int(item.pending.query_id), reason)
+        for worker_id, variant in step.loads:
+            self._enqueue(self.workers[worker_id], ("load", variant))
+        for dispatch in step.dispatches:
+            self._enqueue(self.workers[dispatch.worker_id], ("batch", dispatch))
 
-    def _views(self, now: float) -> list[WorkerView]:
-        views = []
-        for j, view in enumerate(self.idle_views):
-            if view is None:
-                w = self.workers[j]
-                end_s = self.started_s[j] + self.expected_ms[j] / 1000.0
-                views.append(
-                    WorkerView(
-                        w.worker_id, w.device, w.variants, 1, max(0.0, (end_s - now) * 1000.0), end_s,
-                        w.max_batch,
-                    )
-                )
-            else:
-                views.append(view)
-        return views
+    def _enqueue(self, worker: _Worker, job: tuple) -> None:
+        worker.jobs.append(job)
+        if not worker.running and not math.isnan(worker.joined_s):
+            self._next_job(worker)
 
-    def _apply(self, now: float, decision: DispatchDecision) -> list[Event]:
-        events: list[Event] = []
-        position = {q.query_id: k for k, q in enumerate(self.queue)}
-        removed: set[int] = set()
-        for query_id, reason in decision.dropped:
-            self._take(position, removed, query_id)
-            self.dropped[int(query_id)] = reason
-            self.misses += 1
-        for assignment in decision.assignments:
-            j = self.index_of.get(assignment.worker_id)
-            if j is None or self.idle_views[j] is None:
-                raise ValueError(f"assignment to unknown or busy worker {assignment.worker_id!r}")
-            worker = self.workers[j]
-            if assignment.variant not in worker.variants or not assignment.query_ids:
-                raise ValueError(f"bad assignment {assignment!r} for worker {worker.worker_id!r}")
-            batch = []
-            for query_id in assignment.query_ids:
-                k = self._take(position, removed, query_id)
-                if assignment.variant not in self.queue[k].candidate_variants:
-                    raise ValueError(f"query {query_id!r} may not run on {assignment.variant!r}")
-                batch.append(int(query_id))
-            rows = sum(int(self.workload.batch_size[i]) for i in batch)
-            if rows > worker.max_batch:
-                raise ValueError(f"{rows} rows exceed max_batch {worker.max_batch} of {worker.worker_id!r}")
-            service_ms = self.service.sample_ms(worker.device, assignment.variant, rows, self.rng)
-            self.expected_ms[j] = self.service.expected_ms(worker.device, assignment.variant, rows)
-            self.batch_of[j] = tuple(batch)
-            self.variant_of[j] = assignment.variant
-            self.started_s[j] = now
-            self.idle_views[j] = None
-            self.num_idle -= 1
-            self.start_s[batch] = now
-            self.served_by[batch] = j
-            self.variant_served[batch] = assignment.variant
-            events.append((now + service_ms / 1000.0, EventType.COMPLETION, j))
-        self.queue = [q for k, q in enumerate(self.queue) if k not in removed]
-        return events
+    def _next_job(self, worker: _Worker) -> None:
+        if not worker.jobs:
+            worker.running = False
+            return
+        worker.running = True
+        kind, job = worker.jobs.popleft()
+        device = worker.spec.device
+        if kind == "unload":
+            self._unloaded(worker, job)
+            self._next_job(worker)
+            return
+        if kind == "load":
+            load_ms = self.service.load_ms(device, job)
+            self._push(self.now + load_ms / 1000.0, EventType.COMPLETION, (worker.spec.worker_id, job, load_ms))
+            return
+        service_ms = self.service.sample_ms(device, job.variant, job.rows, self.rng)
+        if self.service_factor is not None:
+            service_ms *= self.service_factor(worker.spec.worker_id, device, self.now)
+        for item in job.items:
+            i = int(item.pending.query_id)
+            self.start_s[i] = self.now
+            self.served_by[i] = worker.index
+            self.variant_served[i] = job.variant
+        self._push(self.now + service_ms / 1000.0, EventType.COMPLETION, (worker.spec.worker_id, job, service_ms))
 
-    @staticmethod
-    def _take(position: dict[str, int], removed: set[int], query_id: str) -> int:
-        k = position.get(query_id)
-        if k is None or k in removed:
-            raise ValueError(f"query {query_id!r} is not queued (or named twice)")
-        removed.add(k)
-        return k
+    def _complete(self, payload: tuple[str, Dispatch | str, float]) -> None:
+        worker_id, job, service_ms = payload
+        worker = self.workers[worker_id]
+        if isinstance(job, str):
+            worker.placement = Placement(worker.placement.device, tuple(sorted({*worker.placement.variants, job})))
+            self.core.variant_changed(worker_id, job, loaded=True)
+            self._tell(VariantLoaded.model_construct(worker_id=worker_id, variant=job, load_ms=service_ms, at=self.now))
+        else:
+            for item in job.items:
+                i = int(item.pending.query_id)
+                self.finish_s[i] = self.now
+                if self.now > self.deadline_s[i]:
+                    self.misses += 1
+            self.core.batch_finished(worker_id, job.batch_id, service_ms)
+            if self.controller is not None:
+                self.controller.on_worker_event(BatchFinished.model_construct(
+                    worker_id=worker_id, batch_id=job.batch_id, variant=job.variant, device=worker.spec.device,
+                    rows=job.rows, compute_ms=service_ms, ok=True, at=self.now))
+        if worker.stopping:
+            self._stop_now(worker)
+        else:
+            self._next_job(worker)
 
+    # -- the fleet ------------------------------------------------------------------------------
+    def _add_worker(self, spec: SimWorker) -> _Worker:
+        worker = _Worker(len(self.order), spec, Placement(spec.device, tuple(sorted(spec.variants))), self.now)
+        self.workers[spec.worker_id] = worker
+        self.order.append(worker)
+        return worker
+
+    def _start(self, worker_id: str, placement: Placement) -> None:
+        """The worker heartbeats after its device's start-up and its variants' load latency."""
+        if worker_id in self.workers:
+            raise ValueError(f"worker {worker_id!r} was started before")
+        self._add_worker(SimWorker(worker_id, placement.device, tuple(placement.variants), self._max_batch(placement)))
+        ready_s = self.startup.get(placement.device, 0.0) + sum(
+            self.service.load_ms(placement.device, v) for v in placement.variants) / 1000.0
+        self._push(self.now + ready_s, EventType.READY, worker_id)
+
+    def _ready(self, worker_id: str) -> None:
+        worker = self.workers[worker_id]
+        if worker.stopped_s is not None:
+            return  # stopped before it came up
+        worker.joined_s = self.now
+        self.core.worker_seen(worker_id, device=worker.spec.device, emulated=True, variants=worker.placement.variants,
+                              max_batch=worker.spec.max_batch, incarnation=None)
+        self._tell(WorkerHeartbeat.model_construct(
+            worker_id=worker_id, incarnation=None, device=worker.spec.device, emulated=True,
+            variants=list(worker.placement.variants), max_batch=worker.spec.max_batch, inflight=0, busy_fraction=0.0,
+            price_per_hour=0.0, at=self.now))
+        self.starting.discard(worker_id)
+        self._stop_once_started()
+        self._next_job(worker)
+
+    def _stop_once_started(self) -> None:
+        """Make-before-break: the workers a plan gives up stop once all it started have joined."""
+        if not self.starting:
+            for worker_id in self.stops_after_start:
+                self._stop(self.workers[worker_id])
+            self.stops_after_start = []
+
+    def _control(self, _: None) -> None:
+        counts, self.counts = self.counts, {}
+        answer = self.controller.control(self.now, counts)
+        if isinstance(answer, FleetCommands):
+            self._command(answer)
+        elif answer is not None and answer.success:
+            self._plan(answer)
+
+    def _plan(self, plan: FleetPlan) -> None:
+        self.plans.append((self.now, plan))
+        running = {w.spec.worker_id: w.placement for w in self.order if w.stopped_s is None and not w.stopping}
+        changes = reconcile(plan.placements, running)
+        for placement in changes.start:
+            worker_id = f"{placement.device}-p{self.started}"
+            self.started += 1
+            self._start(worker_id, placement)
+            self.starting.add(worker_id)
+        self.stops_after_start = list(changes.stop)
+        self._stop_once_started()
+        self.core.apply_plan(plan)
+
+    def _command(self, commands: FleetCommands) -> None:
+        for worker_id, variant in commands.unload:
+            self._enqueue(self.workers[worker_id], ("unload", variant))
+        for worker_id in commands.stop:
+            self._stop(self.workers[worker_id])
+        for worker_id, placement in commands.start:
+            self._start(worker_id, placement)
+        for worker_id, variant in commands.load:
+            self._enqueue(self.workers[worker_id], ("load", variant))
+
+    def _unloaded(self, worker: _Worker, variant: str) -> None:
+        worker.placement = Placement(worker.placement.device, tuple(v for v in worker.placement.variants if v != variant))
+        self.core.variant_changed(worker.spec.worker_id, variant, loaded=False)
+        self._tell(VariantUnloaded.model_construct(worker_id=worker.spec.worker_id, variant=variant, at=self.now))
+
+    def _max_batch(self, placement: Placement) -> int:
+        """A started worker takes the largest batch its device's peers take (the fleet's setting)."""
+        peers = [w.spec.max_batch for w in self.order if w.spec.device == placement.device]
+        return max(peers, default=max(
+            (self.core.catalogue.profile(v, placement.device).max_batch for v in placement.variants), default=1))
+
+    def _stop(self, worker: _Worker) -> None:
+        if worker.stopped_s is not None or worker.stopping:
+            return
+        worker.jobs.clear()
+        if worker.running:
+            worker.stopping = True
+        else:
+            self._stop_now(worker)
+
+    def _stop_now(self, worker: _Worker) -> None:
+        worker.stopping, worker.running = False, False
+        worker.jobs.clear()
+        worker.stopped_s = self.now
+        if math.isnan(worker.joined_s):
+            return
+        self.core.worker_lost(worker.spec.worker_id)
+        self._tell(WorkerStopped.model_construct(worker_id=worker.spec.worker_id, at=self.now))
+
+    def _tell(self, event: object) -> None:
+        if self.controller is not None:
+            self.controller.on_worker_event(event)
+
+    # -- early verdicts -------------------------------------------------------------------------
     def _verdict(self) -> tuple[SimStatus, str] | None:
         stop = self.stop
-        if stop.max_queue is not None and len(self.queue) > stop.max_queue:
-            return SimStatus.DIVERGED, f"queue reached {len(self.queue)} > {stop.max_queue}"
+        if stop.max_queue is not None and len(self.core.queue) > stop.max_queue:
+            return SimStatus.DIVERGED, f"queue reached {len(self.core.queue)} > {stop.max_queue}"
         if stop.max_misses is not None and self.misses > stop.max_misses:
             return SimStatus.ABORTED, f"{self.misses} SLO misses > {stop.max_misses}"
         return None
+
+
+def _catalogue(workloads: Sequence[Workload], profiles: ProfileSet) -> Catalogue:
+    """The applications the workloads name, each registered for the families of its candidates."""
+    families = {p.variant: p.family for p in profiles.variants}
+    applications: dict[str, set[str]] = {}
+    for w in workloads:
+        unknown = [v for v in w.candidate_variants if v not in families]
+        if unknown:
+            raise ValueError(f"workload {w.application!r} names variants without a profile: {unknown}")
+        applications.setdefault(w.application, set()).update(families[v] for v in w.candidate_variants)
+    return Catalogue(profiles, {app: sorted(f) for app, f in applications.items()})
+
+
+def _model_of(workload: Workload, catalogue: Catalogue) -> str:
+    """What its queries ask for, as a live client would: one variant, or a whole family."""
+    candidates = workload.candidate_variants
+    if len(candidates) == 1:
+        return candidates[0]
+    family = catalogue.family_of(candidates[0])
+    if set(catalogue.variants_of(family)) != set(candidates):
+        raise ValueError(f"workload {workload.application!r}: candidates {candidates} are neither one variant "
+                         f"nor the whole family {family!r} ({catalogue.variants_of(family)})")
+    return family

@@ -17,9 +17,12 @@ from enum import Enum
 import numpy as np
 
 from shared.policy.base import DispatchPolicy
+from shared.profiles.format import ProfileSet
+from shared.serving.core import CoreConfig
+from shared.serving.service_time import ServiceTime
 from shared.sim.arrivals import Workload
 from shared.sim.engine import StopRule, simulate
-from shared.sim.workers import ServiceModel, SimWorker
+from shared.sim.workers import SimWorker
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,11 +30,15 @@ class Scenario:
     """Everything but the rate: fleet, service times, a fresh policy per run, and a workload maker."""
 
     workers: tuple[SimWorker, ...]
-    service: ServiceModel
+    #: what the scheduler knows, and (without ``service``) the profiled mean service times
+    profiles: ProfileSet
     #: called once per run, so learning policies start from the same state every time
     make_policy: Callable[[], DispatchPolicy]
     #: ``(rate_qps, rng) -> Workload``; use the rng for every draw so seeds reproduce
     make_workload: Callable[[float, np.random.Generator], Workload]
+    service: ServiceTime | None = None
+    #: the serving core's drop rule (default: the live default)
+    config: CoreConfig | None = None
 
 
 class ThroughputStatus(str, Enum):
@@ -123,7 +130,8 @@ def rate_passes(
             max_queue=max(2 * len(scenario.workers), math.ceil(queue_factor * workload.slo_ms / 1000.0 * rate_qps)),
             max_misses=budget - misses,
         )
-        result = simulate(workload, scenario.workers, scenario.make_policy(), scenario.service, seed=seed, stop=stop)
+        result = simulate(workload, scenario.workers, scenario.make_policy(), scenario.profiles, service=scenario.service,
+                          config=scenario.config, seed=seed, stop=stop)
         if not result.success:
             return False
         misses += len(workload) - result.num_within_slo

@@ -8,8 +8,8 @@ import numpy as np
 from kafka import TopicPartition
 
 from schemas import DeadLetter, Query
-from shared import topics
-from shared.kafka_io import make_consumer
+from shared.adapters import topics
+from shared.adapters.kafka_io import make_consumer
 from shared.settings import REPO_ROOT, Settings
 from shared.tensors import encode
 

@@ -14,7 +14,7 @@ import pytest
 
 from schemas import Query, ResultStatus
 from services.launcher import LocalLauncher, metrics_text, read_metric, wait_until
-from shared.client import MeridianClient
+from shared.adapters.client import MeridianClient
 
 pytestmark = pytest.mark.integration
 

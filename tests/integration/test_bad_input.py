@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from schemas import ResultStatus
-from shared.client import MeridianClient
+from shared.adapters.client import MeridianClient
 from tests.integration.helpers import DeadLetterReader, digits_rows, make_query
 
 pytestmark = pytest.mark.integration

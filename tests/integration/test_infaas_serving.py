@@ -10,7 +10,7 @@ import pytest
 from schemas import ResultStatus
 from services.launcher import LocalLauncher, metrics_text, read_metric, wait_until
 from services.registry.cli import build_request, request_registration
-from shared.client import MeridianClient
+from shared.adapters.client import MeridianClient
 from shared.settings import REPO_ROOT
 from tests.integration.helpers import digits_rows, make_query
 

@@ -13,9 +13,9 @@ from kafka import TopicPartition
 
 from schemas import AllocationPlan, Query, ResultStatus
 from services.launcher import LocalLauncher, read_metric, wait_until
-from shared import topics
-from shared.client import MeridianClient
-from shared.kafka_io import make_consumer
+from shared.adapters import topics
+from shared.adapters.client import MeridianClient
+from shared.adapters.kafka_io import make_consumer
 from shared.sim.arrivals import deeprecsys_sizes
 
 pytestmark = pytest.mark.integration

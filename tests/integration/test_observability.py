@@ -28,9 +28,9 @@ from services.observability import dashboards
 from services.observability.lag_exporter import start_lag_exporter
 from services.observability.promql import alert_names, recording_rule_names, rule_files
 from services.stack import LocalStack
-from shared import topics
-from shared.client import MeridianClient
-from shared.kafka_io import make_consumer, make_producer
+from shared.adapters import topics
+from shared.adapters.client import MeridianClient
+from shared.adapters.kafka_io import make_consumer, make_producer
 from shared.sim.arrivals import deeprecsys_sizes
 from tests.integration.helpers import digits_rows, make_query
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from schemas import ResultStatus
-from shared.client import MeridianClient
+from shared.adapters.client import MeridianClient
 from tests.integration.helpers import digits_rows, make_query
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ import pytest
 
 from schemas import AllocationPlan, Query, ResultStatus
 from services.launcher import LocalLauncher, read_metric, wait_until
-from shared import topics
-from shared.client import MeridianClient
-from shared.kafka_io import make_consumer
+from shared.adapters import topics
+from shared.adapters.client import MeridianClient
+from shared.adapters.kafka_io import make_consumer
 
 pytestmark = pytest.mark.integration
 

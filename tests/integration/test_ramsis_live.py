@@ -15,8 +15,8 @@ import redis
 
 from schemas import Query, ResultStatus
 from services.launcher import LocalLauncher
-from shared.client import MeridianClient
-from shared.ramsis.store import RedisPolicyStore
+from shared.adapters.client import MeridianClient
+from shared.adapters.ramsis_store import RedisPolicyStore
 from shared.settings import REPO_ROOT
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,8 @@ ENV = {"MERIDIAN_APPLICATIONS": '{"vision": ["efficientnet-lite"]}', "MERIDIAN_L
 @pytest.fixture(scope="module")
 def ramsis(stack, settings, tmp_path_factory) -> Iterator[LocalLauncher]:
     generated = subprocess.run(
-        [sys.executable, "-m", "shared.ramsis.generate", "--profiles", str(REPO_ROOT / "profiles/efficientnet-lite.json"),
+        [sys.executable, "-m", "services.ramsis_generate",
+         "--profiles", str(REPO_ROOT / "profiles/efficientnet-lite.json"),
          "--family", "efficientnet-lite", "--device", "cpu-1t", "--slo-ms", "400", "--workers", "2",
          "--min-rate", "5", "--max-rate", "120", "--num-rates", "4", "--name", SET_NAME,
          "--redis-url", settings.redis_url], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)

@@ -22,9 +22,10 @@ import pytest
 from schemas import MAX_VALIDATION_BYTES, BatchFinished, WorkerHeartbeat, WorkerStopped
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.registry.cli import ReplyWaiter, build_request, request_registration
-from shared import topics
-from shared.infaas import InstanceState, RedisMetadataStore
-from shared.kafka_io import make_producer
+from shared.adapters import topics
+from shared.adapters.infaas_store import RedisMetadataStore
+from shared.adapters.kafka_io import make_producer
+from shared.infaas import InstanceState
 from shared.profiles.format import ProfileSet
 from shared.settings import REPO_ROOT
 from tests.integration.helpers import DeadLetterReader

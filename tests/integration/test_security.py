@@ -10,8 +10,8 @@ from kafka.errors import KafkaError
 from schemas import ResultStatus
 from services.launcher import LocalLauncher
 from services.stack import LocalStack
-from shared.client import MeridianClient
-from shared.kafka_io import make_admin
+from shared.adapters.client import MeridianClient
+from shared.adapters.kafka_io import make_admin
 from shared.settings import KafkaSecurity, Settings
 from tests.integration.helpers import digits_rows, make_query
 

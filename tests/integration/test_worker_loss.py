@@ -11,7 +11,7 @@ import pytest
 
 from schemas import ResultStatus
 from services.launcher import LocalLauncher
-from shared.client import MeridianClient
+from shared.adapters.client import MeridianClient
 from tests.integration.helpers import digits_rows, make_query
 
 pytestmark = pytest.mark.integration

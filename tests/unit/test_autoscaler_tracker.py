@@ -6,6 +6,8 @@ import pytest
 from schemas import BatchFinished, LoadStatistics, VariantUnloaded, WorkerHeartbeat, WorkerStopped
 from services.autoscaler.tracker import FleetTracker
 from shared.autoscale import Application, Catalogue, InstanceSpec, ScaleActions, StartWorker, WorkerType
+from shared.infaas.monitor import MonitorConfig
+from shared.infaas.state import InstanceState
 from shared.profiles.format import ProfileSet
 from shared.settings import REPO_ROOT
 
@@ -15,7 +17,7 @@ def tracker() -> FleetTracker:
     profiles = ProfileSet.load(REPO_ROOT / "profiles" / "efficientnet-lite.json")
     catalogue = Catalogue.from_profiles(profiles, [WorkerType("cpu-1t", "cpu", 0.0425, {"vcpu": 2}, 5.0)],
                                         [Application("vision", "efficientnet-lite", 500.0)])
-    return FleetTracker(catalogue, window_s=2.0, silent_after_s=10.0)
+    return FleetTracker(catalogue, config=MonitorConfig(window_s=2.0), silent_after_s=10.0)
 
 
 def heartbeat(worker_id: str, variants: list[str], busy: float = 0.5, device: str = "cpu-1t") -> WorkerHeartbeat:
@@ -73,3 +75,15 @@ def test_a_worker_that_never_reports_is_given_up_after_its_startup_time(tracker)
 def test_devices_it_does_not_manage_are_ignored(tracker) -> None:
     tracker.on_worker_event(heartbeat("g1", ["x"], device="g4dn.xlarge"), 0.0)
     assert tracker.state(0.0).workers == ()
+
+
+def test_instance_states_come_from_the_monitor_once_per_window(tracker) -> None:
+    tracker.on_worker_event(heartbeat("w1", ["efficientnet-lite0"]), 0.0)
+    profiled = tracker.catalogue.option[("efficientnet-lite0", "cpu-1t")].record.latency_ms(1)
+    tracker.on_worker_event(BatchFinished(worker_id="w1", batch_id="slow", variant="efficientnet-lite0",
+                                          device="cpu-1t", rows=1, compute_ms=3 * profiled, ok=True, at=0.0), 1.5)
+    assert tracker.state(1.6).workers[0].instances[0].state is InstanceState.ACTIVE, "the window has not ended"
+    assert tracker.state(2.0).workers[0].instances[0].state is InstanceState.INTERFERED
+    assert tracker.monitor.state(("w1", "efficientnet-lite0")) is InstanceState.INTERFERED
+    tracker.on_worker_event(VariantUnloaded(worker_id="w1", variant="efficientnet-lite0", at=0.0), 2.5)
+    assert tracker.monitor.state(("w1", "efficientnet-lite0")) is InstanceState.INACTIVE

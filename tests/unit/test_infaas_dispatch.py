@@ -4,7 +4,7 @@ import numpy as np
 from shared.infaas import InfaasDispatch, InstanceRecord, InstanceState, MetadataSnapshot, WorkerRecord
 from shared.policy.base import PendingQuery, WorkerView
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
-from shared.sim import ProfileServiceModel, Workload, make_fleet, simulate
+from shared.sim import Workload, make_fleet, simulate
 
 PROFILES = ProfileSet(
     source="test",
@@ -109,5 +109,5 @@ def test_serves_a_simulated_workload_within_slo():
     rng = np.random.default_rng(0)
     load = Workload(arrival_s=np.cumsum(rng.exponential(1 / 200.0, 400)), batch_size=np.ones(400, dtype=int),
                     application="app", slo_ms=50.0, candidate_variants=BOTH)
-    result = simulate(load, fleet, policy(), ProfileServiceModel(PROFILES), seed=0)
+    result = simulate(load, fleet, policy(), PROFILES, seed=0)
     assert result.success and result.fraction_within_slo() == 1.0

@@ -11,13 +11,13 @@ import uuid
 
 import pytest
 
+from shared.adapters.infaas_store import RedisMetadataStore
 from shared.infaas import (
     FleetState,
     InMemoryMetadataStore,
     InstanceRecord,
     InstanceState,
     MetadataSnapshot,
-    RedisMetadataStore,
     VariantRecord,
     WorkerRecord,
 )

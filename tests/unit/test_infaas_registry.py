@@ -194,7 +194,7 @@ def test_any_malformed_registration_gets_a_reason(raw):
     from pydantic import ValidationError
 
     from services.registry.app import _size_reason
-    from shared.dead_letter import describe_validation_error
+    from shared.adapters.dead_letter import describe_validation_error
 
     with pytest.raises(ValidationError) as caught:
         RegisterModel.model_validate_json(raw)

@@ -12,7 +12,7 @@ from shared.kairos.baselines import (
     oracle_throughput,
 )
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
-from shared.sim import ProfileServiceModel, Workload, make_fleet, simulate
+from shared.sim import Workload, make_fleet, simulate
 from tests.unit.kairos_helpers import QOS, dispatched, query, worker
 
 PROFILES = ProfileSet(
@@ -69,11 +69,11 @@ def test_clockwork_falls_back_to_earliest_completion_when_nothing_meets_qos():
 def test_baselines_run_on_the_simulator():
     load = Workload(np.linspace(0, 0.5, 40), np.tile([10, 100], 20), "m", QOS, ("m",))
     fleet = make_fleet({"gpu": 1, "cpu": 2}, ["m"], max_batch=100)
-    service = ProfileServiceModel(PROFILES)
     for policy in (RibbonDispatch(preferred_devices=["gpu"]), DrsDispatch(threshold=50, base_devices={"gpu"}),
                    ClockworkDispatch(PROFILES)):
-        result = simulate(load, fleet, policy, service)
-        assert result.success and result.num_served == 40
+        result = simulate(load, fleet, policy, PROFILES)
+        # the core drops what can no longer finish in time; everything else is served
+        assert result.success and result.num_served + len(result.dropped) == 40 and result.num_served >= 30
 
 
 def test_oracle_serves_sorted_sequence_without_waiting():

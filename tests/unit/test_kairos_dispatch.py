@@ -6,7 +6,7 @@ from shared.kairos import KairosDispatch, LatencyPredictor
 from shared.kairos.baselines import RibbonDispatch
 from shared.policy.base import WorkerView
 from shared.policy.registry import make_dispatch
-from shared.sim import ProfileServiceModel, Workload, make_fleet, simulate
+from shared.sim import Workload, make_fleet, simulate
 from tests.unit.kairos_helpers import QOS, dispatched, query, two_type_profiles, worker
 
 PROFILES = two_type_profiles({10: 10.0, 100: 40.0}, {10: 20.0, 100: 80.0})
@@ -89,9 +89,8 @@ def test_fig5_matching_serves_more_within_qos_than_fcfs():
         slo_ms=QOS,
         candidate_variants=("m",),
     )
-    service = ProfileServiceModel(profiles)
-    fcfs = simulate(load, fleet, RibbonDispatch(preferred_devices=["gpu", "cpu"]), service)
-    kairos = simulate(load, fleet, KairosDispatch(profiles), service)
+    fcfs = simulate(load, fleet, RibbonDispatch(preferred_devices=["gpu", "cpu"]), profiles)
+    kairos = simulate(load, fleet, KairosDispatch(profiles), profiles)
     assert (fcfs.num_within_slo, kairos.num_within_slo) == (3, 4)  # "33% higher throughput"
     assert kairos.worker.tolist() == [1, 0, 1, 0]  # small -> CPU, large -> GPU
 
@@ -100,10 +99,10 @@ def test_learns_online_from_completions():
     predictor = LatencyPredictor()
     policy = KairosDispatch(predictor)
     for _ in range(3):
-        policy.observe("gpu", "m", 100, 42.0)
+        policy.on_batch_finished("gpu", "m", 100, 42.0)
     assert predictor.predict("gpu", "m", np.array([100]))[0] == pytest.approx(42.0)
     frozen = LatencyPredictor()
-    KairosDispatch(frozen, learn=False).observe("gpu", "m", 100, 42.0)
+    KairosDispatch(frozen, learn=False).on_batch_finished("gpu", "m", 100, 42.0)
     assert frozen.predict("gpu", "m", np.array([100]))[0] == 0.0
 
 
@@ -119,12 +118,11 @@ def test_with_five_percent_prediction_noise_kairos_still_beats_homogeneous():
     rng = np.random.default_rng(0)
     sizes = deeprecsys_sizes(3000, rng)
     arrivals = poisson_arrivals(rate, 3000, rng)
-    service = ProfileServiceModel(profiles)
     noisy = KairosDispatch(LatencyPredictor.from_profiles(profiles, variants=["rm2"], noise_frac=0.05, seed=1))
     hetero = simulate(Workload(arrivals, sizes, "rm2", 350.0, ("rm2",)),
-                      make_fleet({"g4dn.xlarge": 1, "r5n.large": 13}, ["rm2"], max_batch=1000), noisy, service)
+                      make_fleet({"g4dn.xlarge": 1, "r5n.large": 13}, ["rm2"], max_batch=1000), noisy, profiles)
     # the homogeneous fleet gets the same queries at rate / scale: passing there would mean >= rate scaled
     homo = simulate(Workload(arrivals * hom.scale, sizes, "rm2", 350.0, ("rm2",)),
-                    make_fleet({"g4dn.xlarge": hom.count}, ["rm2"], max_batch=1000), KairosDispatch(profiles), service)
+                    make_fleet({"g4dn.xlarge": hom.count}, ["rm2"], max_batch=1000), KairosDispatch(profiles), profiles)
     assert hetero.fraction_within_slo() >= 0.99
     assert homo.fraction_within_slo() < 0.99

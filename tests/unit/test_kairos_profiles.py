@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from shared.profiles.kairos import DATA_ENV, kairos_data_dir, load_kairos_pool, load_kairos_profiles
+from shared.profiles.kairos import load_kairos_pool, load_kairos_profiles
+from shared.settings import Settings
 
 MODELS = {"ncf", "rm2", "wnd", "mtwnd", "dien"}
 DEVICES = {"g4dn.xlarge", "c5n.2xlarge", "r5n.large", "t3.xlarge"}
@@ -36,8 +37,8 @@ def test_pool_and_data_dir_override(monkeypatch, tmp_path):
     pool = load_kairos_pool()
     assert pool.base == "g4dn.xlarge" and pool.budget_per_hour == 2.5
     assert pool.max_counts == (5, 6, 17, 15)
-    monkeypatch.setenv(DATA_ENV, str(tmp_path))
-    assert kairos_data_dir() == (tmp_path / "kairos").resolve()
+    monkeypatch.setenv("MERIDIAN_MATERIALS_DIR", str(tmp_path))
+    assert Settings().kairos_data_dir == tmp_path / "data" / "kairos"
     with pytest.raises(FileNotFoundError):
         load_kairos_pool()
 

@@ -60,10 +60,17 @@ def test_router_rejects_no_positive_weight() -> None:
         SmoothWeightedRouter({"x": 0.0})
 
 
+def added(dispatch: ProteusDispatch, queries: list[PendingQuery]) -> list[PendingQuery]:
+    """Tell the dispatch about new queries, as the serving core does on admission."""
+    for q in queries:
+        dispatch.on_query_added(q)
+    return queries
+
+
 def route_all(dispatch: ProteusDispatch, workers: list[WorkerView], queries: list[PendingQuery]) -> Counter:
     """Route ``queries`` with every worker busy (nothing is sent), then count queued per worker."""
     busy = [WorkerView(w.worker_id, w.device, w.variants, 1, 0.0, 0.0, 8) for w in workers]
-    dispatch.decide(0.0, queries, busy)
+    dispatch.decide(0.0, added(dispatch, queries), busy)
     return Counter({w.worker_id: dispatch.queued(w.worker_id) for w in workers})
 
 
@@ -81,7 +88,7 @@ def test_dispatch_never_sends_to_a_worker_without_the_variant(profiles: ProfileS
     workers = [view("c1", "cpu", "b-only"), view("g1", "gpu", "a-small")]
     dispatch = ProteusDispatch(profiles, batching="nexus")
     dispatch.on_plan(plan({"a": {"a-big": 1.0}}))  # nothing hosts a-big yet: fall back to a-small
-    decision = dispatch.decide(0.0, [query(0), query(1, app="b")], workers)
+    decision = dispatch.decide(0.0, added(dispatch, [query(0), query(1, app="b")]), workers)
     sent = {a.worker_id: (a.variant, a.query_ids) for a in decision.assignments}
     assert sent == {"g1": ("a-small", ("0",)), "c1": ("b-only", ("1",))}
 
@@ -102,7 +109,7 @@ def test_uniform_routing_ignores_capacity(profiles: ProfileSet) -> None:
 def test_queries_move_when_a_worker_switches_variant(profiles: ProfileSet) -> None:
     dispatch = ProteusDispatch(profiles)
     workers = [view("c1", "cpu", "a-big", inflight=1), view("c2", "cpu", "b-only", inflight=1)]
-    dispatch.decide(0.0, [query(i) for i in range(3)], workers)
+    dispatch.decide(0.0, added(dispatch, [query(i) for i in range(3)]), workers)
     assert dispatch.queued("c1") == 3
     switched = [view("c1", "cpu", "b-only", inflight=1), view("c2", "cpu", "a-small", inflight=1)]
     dispatch.decide(0.001, [query(i) for i in range(3)], switched)
@@ -112,7 +119,7 @@ def test_queries_move_when_a_worker_switches_variant(profiles: ProfileSet) -> No
 def test_unservable_query_is_dropped_at_its_deadline(profiles: ProfileSet) -> None:
     dispatch = ProteusDispatch(profiles)
     workers = [view("c1", "cpu", "b-only")]
-    assert not dispatch.decide(0.0, [query(0)], workers)
+    assert not dispatch.decide(0.0, added(dispatch, [query(0)]), workers)
     decision = dispatch.decide(0.1, [query(0)], workers)
     assert [q for q, _ in decision.dropped] == ["0"] and "no worker" in decision.dropped[0][1]
 
@@ -120,7 +127,7 @@ def test_unservable_query_is_dropped_at_its_deadline(profiles: ProfileSet) -> No
 def test_non_work_conserving_wait_and_wakeup(profiles: ProfileSet) -> None:
     dispatch = ProteusDispatch(profiles)
     workers = [view("c1", "cpu", "a-small")]
-    assert not dispatch.decide(0.0, [query(0)], workers)
+    assert not dispatch.decide(0.0, added(dispatch, [query(0)]), workers)
     assert dispatch.next_wakeup_s() == pytest.approx(0.1 - 0.015)
     decision = dispatch.decide(0.085, [query(0)], workers)
     assert decision.assignments[0].query_ids == ("0",)
@@ -130,15 +137,20 @@ def test_non_work_conserving_wait_and_wakeup(profiles: ProfileSet) -> None:
 def test_decision_interval_sends_at_the_last_step_before_the_deadline(profiles: ProfileSet) -> None:
     dispatch = ProteusDispatch(profiles, decision_interval_s=0.05)
     workers = [view("c1", "cpu", "a-small")]
-    assert not dispatch.decide(0.0, [query(0)], workers)
+    assert not dispatch.decide(0.0, added(dispatch, [query(0)]), workers)
     assert dispatch.decide(0.05, [query(0)], workers).assignments  # 0.05 + 0.05 > 0.085
 
 
-def test_resync_after_the_caller_removed_queries(profiles: ProfileSet) -> None:
+def test_queries_the_core_removed_leave_their_worker_queue(profiles: ProfileSet) -> None:
     dispatch = ProteusDispatch(profiles)
     busy = [view("c1", "cpu", "a-small", inflight=1)]
-    dispatch.decide(0.0, [query(i) for i in range(4)], busy)
-    dispatch.decide(0.0, [query(i) for i in (1, 3)], busy)  # e.g. the scheduler dropped two stale ones
+    dispatch.decide(0.0, added(dispatch, [query(i) for i in range(4)]), busy)
+    dispatch.on_query_removed("0")  # e.g. the core dropped two that could no longer finish in time
+    dispatch.on_query_removed("2")
+    assert dispatch.queued("c1") == 2
+    dispatch.on_query_added(query(4))
+    dispatch.on_query_removed("4")  # removed before any decision routed it
+    dispatch.decide(0.001, [query(1), query(3)], busy)
     assert dispatch.queued("c1") == 2
 
 
@@ -168,6 +180,8 @@ def test_multi_row_queries_never_make_a_batch_larger_than_the_worker_takes():
     dispatch = ProteusDispatch(profiles, batching="nexus")
     worker = WorkerView("w", "cpu", ("m",), 0, 0.0, 0.0, 8)
     queue = [PendingQuery(f"q{k}", "app", 3, 0.0, 1000.0, ("m",)) for k in range(6)]
+    for q in queue:
+        dispatch.on_query_added(q)
     decision = dispatch.decide(0.0, queue, [worker])
     (assignment,) = decision.assignments
     assert len(assignment.query_ids) == 2, "two 3-row queries fit in 8 rows, a third would not"

@@ -17,9 +17,9 @@ from shared.proteus.dispatch import ProteusDispatch
 from shared.proteus.evaluation import serving_metrics
 from shared.proteus.monitor import ReplanMonitor
 from shared.proteus.planner import ProteusPlanner, family_counts
+from shared.sim import simulate
 from shared.sim.arrivals import Workload
-from shared.sim.multi import simulate_serving
-from shared.sim.workers import ProfileServiceModel, SimWorker
+from shared.sim.workers import SimWorker
 
 FLEET = {"cpu": 3, "gpu": 1}
 
@@ -143,7 +143,7 @@ def small_run(profiles: ProfileSet, dispatch, controller, seed: int = 1):
         arrival = np.cumsum(rng.standard_exponential(int(rate * 8))) / rate
         work.append(Workload(arrival, np.ones(len(arrival), dtype=np.int64), app, 100.0, apps[app].variants))
     workers = [SimWorker(f"{d}-{k}", d, (), 4) for d, c in FLEET.items() for k in range(c)]
-    return simulate_serving(work, workers, dispatch, ProfileServiceModel(profiles), controller=controller, seed=seed)
+    return simulate(work, workers, dispatch, profiles, controller=controller, seed=seed)
 
 
 def test_simulated_proteus_follows_its_plans(profiles: ProfileSet) -> None:

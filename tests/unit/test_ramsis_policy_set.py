@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from shared.ramsis import PolicyGenerator, PolicySet, RamsisPolicy, RedisPolicyStore, generate_policy_set
-from shared.ramsis.generate import main as generate_main
+from services.ramsis_generate import main as generate_main
+from shared.adapters.ramsis_store import RedisPolicyStore
+from shared.ramsis import PolicyGenerator, PolicySet, RamsisPolicy, generate_policy_set
 from shared.ramsis.testing import FakeRedis, tiny_problem, tiny_profiles
 
 

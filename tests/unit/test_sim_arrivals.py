@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from shared.profiles.kairos import kairos_data_dir
+from shared.settings import Settings
 from shared.sim.arrivals import (
     deeprecsys_sizes,
     gamma_arrivals,
@@ -13,7 +13,7 @@ from shared.sim.arrivals import (
     truncated_gaussian_sizes,
 )
 
-TRACE = kairos_data_dir().parent / "traces" / "azure_llm_2023" / "code.csv"
+TRACE = Settings().azure_trace("code")
 
 
 def test_poisson_rate_and_exponential_gaps():

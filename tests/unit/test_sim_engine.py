@@ -6,8 +6,8 @@ from shared.kairos import KairosDispatch
 from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.profiles.kairos import load_kairos_profiles
+from shared.serving import ProfileServiceTime
 from shared.sim import (
-    ProfileServiceModel,
     SimStatus,
     StopRule,
     Workload,
@@ -53,14 +53,14 @@ class OneEach(DispatchPolicy):
         pairs = zip(idle, queue)
         return DispatchDecision(tuple(Assignment(w.worker_id, "m", (q.query_id,)) for w, q in pairs))
 
-    def observe(self, device, variant, batch_size, latency_ms):
+    def on_batch_finished(self, device, variant, batch_size, latency_ms):
         self.observed.append((device, variant, batch_size, latency_ms))
 
 
 def test_latency_is_wait_plus_service_one_batch_at_a_time():
     policy = OneEach()
     result = simulate(workload([0.0, 0.001, 0.002]), make_fleet({"d": 1}, ["m"], max_batch=1000), policy,
-                      ProfileServiceModel(constant_profiles(10.0)))
+                      constant_profiles(10.0))
     assert result.success
     np.testing.assert_allclose(result.start_s, [0.0, 0.010, 0.020])
     np.testing.assert_allclose(result.latency_ms, [10.0, 19.0, 28.0])
@@ -72,7 +72,7 @@ def test_latency_is_wait_plus_service_one_batch_at_a_time():
 def test_policy_called_on_arrivals_and_completions_only_when_useful():
     policy = OneEach()
     simulate(workload([0.0, 0.001, 0.030]), make_fleet({"d": 1}, ["m"], max_batch=1000), policy,
-             ProfileServiceModel(constant_profiles(10.0)))
+             constant_profiles(10.0))
     # t=0 arrival (idle); t=0.001 arrival finds the worker busy -> no call; t=0.010 completion with a queued
     # query -> call; t=0.020 completion with an empty queue -> no call; t=0.030 arrival -> call
     assert [(round(t, 6), q, i) for t, q, i, _ in policy.calls] == [(0.0, 1, 1), (0.01, 1, 1), (0.03, 1, 1)]
@@ -81,14 +81,14 @@ def test_policy_called_on_arrivals_and_completions_only_when_useful():
 def test_completion_precedes_a_simultaneous_arrival():
     policy = OneEach()
     result = simulate(workload([0.0, 0.010]), make_fleet({"d": 1}, ["m"], max_batch=1000), policy,
-                      ProfileServiceModel(constant_profiles(10.0)))
+                      constant_profiles(10.0))
     np.testing.assert_allclose(result.latency_ms, [10.0, 10.0])
 
 
 def test_busy_workers_report_predicted_remaining_time():
     policy = OneEach()
     simulate(workload([0.0, 0.004]), make_fleet({"d": 2}, ["m"], max_batch=1000), policy,
-             ProfileServiceModel(constant_profiles(10.0)))
+             constant_profiles(10.0))
     assert policy.calls[1][3] == [pytest.approx(6.0), 0.0]
 
 
@@ -101,7 +101,7 @@ def test_assigning_a_busy_worker_is_rejected():
 
     with pytest.raises(ValueError, match="busy"):
         simulate(workload([0.0, 0.001]), make_fleet({"d": 2}, ["m"], max_batch=1000), Greedy(),
-                 ProfileServiceModel(constant_profiles(10.0)))
+                 constant_profiles(10.0))
 
 
 def test_dropped_queries_count_as_misses():
@@ -112,28 +112,28 @@ def test_dropped_queries_count_as_misses():
             return DispatchDecision(dropped=tuple((q.query_id, "no") for q in queue))
 
     result = simulate(workload([0.0, 1.0]), make_fleet({"d": 1}, ["m"], max_batch=1000), DropAll(),
-                      ProfileServiceModel(constant_profiles()))
+                      constant_profiles())
     assert result.dropped == {0: "no", 1: "no"} and result.num_within_slo == 0 and result.num_served == 0
 
 
 def test_stop_rules_end_hopeless_runs_early():
     arrivals = np.arange(200) * 0.001  # 1000 qps into a 100 qps worker
-    service = ProfileServiceModel(constant_profiles(10.0))
+    profiles = constant_profiles(10.0)
     fleet = make_fleet({"d": 1}, ["m"], max_batch=1000)
-    diverged = simulate(workload(arrivals), fleet, OneEach(), service, stop=StopRule(max_queue=20))
+    diverged = simulate(workload(arrivals), fleet, OneEach(), profiles, stop=StopRule(max_queue=20))
     assert diverged.status is SimStatus.DIVERGED and not diverged.success
-    aborted = simulate(workload(arrivals, slo_ms=15.0), fleet, OneEach(), service, stop=StopRule(max_misses=3))
+    aborted = simulate(workload(arrivals, slo_ms=15.0), fleet, OneEach(), profiles, stop=StopRule(max_misses=3))
     assert aborted.status is SimStatus.ABORTED and np.isnan(aborted.finish_s[-1])
 
 
 def test_same_seed_same_run_different_seed_different_run():
     profiles = load_kairos_profiles(samples=True)
-    service = ProfileServiceModel(profiles, sampled=True)
+    service = ProfileServiceTime(profiles, sampled=True)
     fleet = make_fleet({"g4dn.xlarge": 1, "r5n.large": 4}, ["rm2"], max_batch=1000)
     rng = np.random.default_rng(0)
     sizes = deeprecsys_sizes(400, rng)
     load = Workload(poisson_arrivals(25.0, 400, rng), sizes, "rm2", 350.0, ("rm2",))
-    runs = [simulate(load, fleet, KairosDispatch(profiles), service, seed=s) for s in (1, 1, 2)]
+    runs = [simulate(load, fleet, KairosDispatch(profiles), profiles, service=service, seed=s) for s in (1, 1, 2)]
     np.testing.assert_array_equal(runs[0].finish_s, runs[1].finish_s)
     np.testing.assert_array_equal(runs[0].worker, runs[1].worker)
     assert not np.array_equal(runs[0].finish_s, runs[2].finish_s)

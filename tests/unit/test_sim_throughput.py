@@ -1,4 +1,5 @@
 """Allowable-throughput search: the bracketing/bisection and a system with a known answer."""
+import dataclasses
 import math
 
 import numpy as np
@@ -7,8 +8,8 @@ from scipy.optimize import brentq
 
 from shared.policy.fcfs import FcfsDispatch
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
+from shared.serving import CoreConfig
 from shared.sim import (
-    ProfileServiceModel,
     Scenario,
     ThroughputStatus,
     allowable_throughput,
@@ -56,7 +57,7 @@ def test_one_worker_constant_latency_matches_md1_analysis():
     )
     scenario = Scenario(
         workers=tuple(make_fleet({"d": 1}, ["m"], max_batch=1)),
-        service=ProfileServiceModel(profiles),
+        profiles=profiles,
         make_policy=FcfsDispatch,
         make_workload=poisson_workload(
             num_queries=6000,
@@ -65,8 +66,12 @@ def test_one_worker_constant_latency_matches_md1_analysis():
             slo_ms=qos_ms,
             candidate_variants=("m",),
         ),
+        config=CoreConfig(drop_after_slo_multiple=1e9),  # M/D/1 serves every query: no drop rule
     )
     result = allowable_throughput(scenario, start_qps=40.0, seeds=(0, 1, 2), rel_tol=0.01)
+    with_drops = allowable_throughput(dataclasses.replace(scenario, config=None), start_qps=40.0, seeds=(0, 1, 2),
+                                      rel_tol=0.01)
+    assert with_drops.rate_qps > result.rate_qps, "shedding hopeless queries keeps the others in time"
     expected = md1_allowable_qps(service_ms, qos_ms)  # ~56.1 qps, well below the 100 qps capacity
     assert result.success
     assert result.rate_qps == pytest.approx(expected, rel=0.05)

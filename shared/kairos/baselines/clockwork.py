@@ -52,7 +52,7 @@ class ClockworkDispatch(DispatchPolicy):
                 assignments.append(Assignment(worker.worker_id, variant, (query_id,)))
         return DispatchDecision(assignments=tuple(assignments))
 
-    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+    def on_batch_finished(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         self.predictor.observe(device, variant, batch_size, latency_ms)
 
     def _commit(

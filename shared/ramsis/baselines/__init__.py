@@ -5,7 +5,6 @@ from shared.ramsis.baselines.model_switching import (
     ModelSwitchingDispatch,
     ModelSwitchingTable,
     model_switching_batch,
-    profile_model_switching,
 )
 
 __all__ = [
@@ -15,5 +14,4 @@ __all__ = [
     "ModelSwitchingTable",
     "jellyfish_choice",
     "model_switching_batch",
-    "profile_model_switching",
 ]

@@ -9,7 +9,8 @@ from kafka import KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 
 from schemas import MAX_DEAD_LETTER_BYTES, DeadLetter
-from shared import metrics, topics
+from shared import metrics
+from shared.adapters import topics
 
 
 def dead_letter(raw: bytes, reason: str, *, service: str, source_topic: str, partition: int | None = None,

@@ -1,9 +1,11 @@
-"""Service times from profiles: the bucket mean or a measured sample."""
+"""Service times from profiles (emulated workers and the simulator): the bucket mean or a measured sample."""
 import numpy as np
 import pytest
 
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
-from shared.sim import ProfileServiceModel, make_fleet
+from services.worker.executors import EmulatedExecutor
+from shared.serving import ProfileServiceTime
+from shared.sim import make_fleet
 
 PROFILES = ProfileSet(
     source="test",
@@ -11,14 +13,14 @@ PROFILES = ProfileSet(
     variants=[
         VariantProfile(
             variant="m", family="m", device="d", batch_latency_ms={10: 5.0, 20: 8.0},
-            latency_samples_ms={10: [4.0, 6.0], 20: [7.0, 9.0]}, max_batch=20,
+            latency_samples_ms={10: [4.0, 6.0], 20: [7.0, 9.0]}, load_latency_ms=3.0, max_batch=20,
         )
     ],
 )
 
 
 def test_mean_service_uses_the_bucket_rounded_up():
-    service = ProfileServiceModel(PROFILES)
+    service = ProfileServiceTime(PROFILES)
     rng = np.random.default_rng(0)
     assert [service.sample_ms("d", "m", b, rng) for b in (1, 10, 11, 20)] == [5.0, 5.0, 8.0, 8.0]
     assert service.expected_ms("d", "m", 15) == 8.0
@@ -27,7 +29,7 @@ def test_mean_service_uses_the_bucket_rounded_up():
 
 
 def test_sampled_service_draws_the_measured_samples_reproducibly():
-    service = ProfileServiceModel(PROFILES, sampled=True)
+    service = ProfileServiceTime(PROFILES, sampled=True)
     draws = [service.sample_ms("d", "m", 15, np.random.default_rng(s)) for s in range(40)]
     assert set(draws) == {7.0, 9.0}
     again = [service.sample_ms("d", "m", 15, np.random.default_rng(s)) for s in range(40)]
@@ -38,8 +40,19 @@ def test_sampled_service_draws_the_measured_samples_reproducibly():
         devices=PROFILES.devices,
         variants=[VariantProfile(variant="m", family="m", device="d", batch_latency_ms={10: 5.0}, max_batch=10)],
     )
-    with pytest.raises(ValueError, match="samples"):
-        ProfileServiceModel(bare, sampled=True).sample_ms("d", "m", 5, np.random.default_rng(0))
+    assert ProfileServiceTime(bare, sampled=True).sample_ms("d", "m", 5, np.random.default_rng(0)) == 5.0
+
+
+def test_an_emulated_worker_replays_the_simulators_service_times(monkeypatch):
+    slept = []
+    monkeypatch.setattr("services.worker.executors.time.sleep", slept.append)
+    executor = EmulatedExecutor(PROFILES, "d", seed=3)
+    assert executor.load("m") == ProfileServiceTime(PROFILES).load_ms("d", "m") == 3.0
+    for _ in range(5):
+        executor.run("m", None, 15)
+    expected = ProfileServiceTime(PROFILES, sampled=True)
+    rng = np.random.default_rng(3)
+    assert slept[1:] == [expected.sample_ms("d", "m", 15, rng) / 1000.0 for _ in range(5)]
 
 
 def test_fleet_ids_and_order():

@@ -2,7 +2,7 @@
 
 Run::
 
-    python -m shared.ramsis.generate --profiles profiles/digits.json --family digits --slo-ms 1 \\
+    python -m services.ramsis_generate --profiles profiles/digits.json --family digits --slo-ms 1 \\
         --workers 4 8 --min-rate 10000 --max-rate 400000 --num-rates 10 \\
         --redis-url redis://localhost:6379/0
 
@@ -20,16 +20,16 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from shared.adapters.ramsis_store import RedisPolicyStore
 from shared.profiles.format import ProfileSet
 from shared.ramsis.arrivals import ArrivalProcess
 from shared.ramsis.generator import PolicyGenerator, generate_policy_set
 from shared.ramsis.policy import RamsisPolicy
 from shared.ramsis.problem import build_problem, quantile_profiles
-from shared.ramsis.store import RedisPolicyStore
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m shared.ramsis.generate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m services.ramsis_generate", description=__doc__.split("\n")[0])
     parser.add_argument("--profiles", type=Path, required=True, help="profile set JSON (profiles/*.json)")
     parser.add_argument("--family", required=True, help="model family whose variants compete")
     parser.add_argument("--device", help="worker type (default: the family's only device)")

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from kafka import TopicPartition
 
 from schemas import Query, Result
-from shared import topics
-from shared.kafka_io import make_consumer, make_producer
+from shared.adapters import topics
+from shared.adapters.kafka_io import make_consumer, make_producer
 from shared.settings import Settings
 
 

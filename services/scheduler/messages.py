@@ -1,0 +1,44 @@
+"""The scheduler's messages, made from what the serving core decided.
+
+The core keeps each admitted `Query` as its payload; here it becomes the `QueryWork` of a dispatched
+batch, or the `Result` of a query the scheduler answers itself (rejected, dropped).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from schemas import DispatchBatch, HopTimestamps, Query, QueryWork, Result, ResultStatus
+from shared.serving import Dispatch, Queued
+
+
+def rejected(query_id: str, reason: str, *, application: str | None = None,
+             timestamps: HopTimestamps | None = None) -> Result:
+    return Result(query_id=query_id, application=application, status=ResultStatus.REJECTED, reason=reason,
+                  timestamps=timestamps or HopTimestamps())
+
+
+def dropped(item: Queued, reason: str, now_s: float) -> Result:
+    query: Query = item.payload
+    return Result(query_id=query.query_id, application=query.application, status=ResultStatus.DROPPED,
+                  reason=reason, timestamps=HopTimestamps(client_sent=query.sent_at,
+                                                          scheduler_received=item.pending.arrival_s,
+                                                          result_sent=now_s))
+
+
+def dispatch_batch(dispatch: Dispatch, note_of: Callable[[Query], str | None]) -> DispatchBatch:
+    return DispatchBatch(
+        batch_id=dispatch.batch_id, worker_id=dispatch.worker_id, incarnation=dispatch.incarnation,
+        variant=dispatch.variant, queries=[_work(item, dispatch.at_s, note_of) for item in dispatch.items])
+
+
+def _work(item: Queued, dispatched_s: float, note_of: Callable[[Query], str | None]) -> QueryWork:
+    query: Query = item.payload
+    return QueryWork(query_id=query.query_id, application=query.application, batch_size=query.batch_size,
+                     slo_ms=query.slo_ms, inputs=query.inputs, note=note_of(query),
+                     timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.pending.arrival_s,
+                                              dispatched=dispatched_s))
+
+
+def reason_class(result: Result) -> str:
+    """A metric label from the reason's first word (bounded: never the free text)."""
+    return (result.reason or "").split(":")[0].split(" ")[0][:32] or "none"

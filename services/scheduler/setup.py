@@ -1,0 +1,55 @@
+"""What the scheduler's faust app needs before it starts: its settings (the same ``MERIDIAN_KAFKA_*``
+security as every other client), its topics and its metrics endpoint."""
+from __future__ import annotations
+
+import logging
+import ssl
+from typing import Any
+
+import faust
+
+from shared import metrics
+from shared.adapters import topics
+from shared.adapters.kafka_io import make_admin
+from shared.settings import KafkaSecurity, Settings
+
+SERVICE = "scheduler"
+
+
+def broker_credentials(security: KafkaSecurity) -> faust.types.auth.CredentialsT | None:
+    context = ssl.create_default_context(cafile=security.ssl_cafile) if "SSL" in security.security_protocol else None
+    if security.sasl_mechanism:
+        return faust.SASLCredentials(username=security.sasl_username, password=security.sasl_password,
+                                     mechanism=security.sasl_mechanism, ssl_context=context)
+    return faust.SSLCredentials(context) if context is not None else None
+
+
+def app_options(settings: Settings) -> dict[str, Any]:
+    """Commit often, wait for every replica, never buffer a send: a query's path is latency-bound."""
+    return dict(
+        broker=f"kafka://{settings.kafka_bootstrap}",
+        broker_credentials=broker_credentials(settings.kafka_security),
+        value_serializer="raw", key_serializer="raw",
+        web_enabled=False, topic_allow_declare=False, topic_disable_leader=True,
+        broker_session_timeout=10, broker_heartbeat_interval=1, broker_commit_interval=0.5,
+        producer_linger_ms=0, producer_acks=-1,
+        producer_max_request_size=16 * 1024 * 1024, consumer_max_fetch_size=16 * 1024 * 1024,
+        consumer_auto_offset_reset="earliest",
+        datadir=str(settings.var_dir / "scheduler"),
+    )
+
+
+def prepare(settings: Settings) -> None:
+    """Create the core topics (faust must find them) and expose metrics, before the app starts."""
+    admin = make_admin(settings)
+    try:
+        topics.ensure_topics(admin, topics.core_topics(settings))
+    finally:
+        admin.close()
+    metrics.serve_metrics(settings.scheduler_metrics_port, settings.bind_host)
+    # faust leaves the client loggers at DEBUG: every message would build a log record nobody prints
+    for noisy in ("aiokafka", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    metrics.DEAD_LETTERS.labels(SERVICE)  # series exist before the first event
+    for application in settings.applications:
+        metrics.QUEUE_DEPTH.labels(application).set(0)

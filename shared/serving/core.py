@@ -1,0 +1,359 @@
+"""`SchedulerCore`: the one serving loop, driven by Kafka live and by a virtual clock in simulation.
+
+It admits queries (or says why not), keeps them in one arrival-ordered queue, drops those that can no
+longer finish in time, tracks workers from their events, re-queues the work of workers that were lost,
+and asks the dispatch policy what to send where. It reads time only from the clock it is given and
+never does I/O: its answer to each `step` is a `Step`, which the caller carries out.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from schemas import BatchFinished, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
+from shared.catalogue import Catalogue, QueryRejected, Resolution
+from shared.profiles.format import VariantProfile
+from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
+from shared.serving.queue import AdmissionQueue, Queued
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
+
+Clock = Callable[[], float]
+
+
+class AdmissionRequest(Protocol):
+    """What the core reads of a query (the `Query` message has it; so does the simulator's query)."""
+
+    query_id: str
+    application: str
+    model: str | None
+    batch_size: int
+    slo_ms: float
+    accuracy_floor: float | None
+    inputs: object | None
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    #: a queued query is dropped once its fastest variant can no longer finish within this many SLOs
+    drop_after_slo_multiple: float = 1.0
+    #: a worker silent this long is lost (its unfinished batches are re-queued)
+    worker_timeout_s: float = math.inf
+    #: prefix of batch ids: unique per scheduler instance, so a restarted one never reuses an id
+    batch_id_prefix: str = "b"
+
+    @classmethod
+    def from_settings(cls, settings: "Settings", *, batch_id_prefix: str) -> "CoreConfig":
+        return cls(drop_after_slo_multiple=settings.drop_after_slo_multiple,
+                   worker_timeout_s=3 * settings.heartbeat_interval_s, batch_id_prefix=batch_id_prefix)
+
+
+@dataclass(slots=True)
+class Inflight:
+    items: list[Queued]
+    variant: str
+    rows: int
+    predicted_finish_s: float
+
+
+@dataclass(slots=True)
+class TrackedWorker:
+    worker_id: str
+    device: str
+    emulated: bool
+    variants: tuple[str, ...]
+    max_batch: int
+    last_seen_s: float
+    available_at_s: float
+    incarnation: str | None = None
+    inflight: dict[str, Inflight] = field(default_factory=dict)
+    #: when its inflight batches are predicted to finish
+    busy_until_s: float = 0.0
+    #: the view while idle (None while busy), which only changes with the fields above
+    idle_view: WorkerView | None = None
+
+    def view(self, now_s: float) -> WorkerView:
+        if not self.inflight:
+            if self.idle_view is None:
+                self.idle_view = WorkerView(self.worker_id, self.device, self.variants, 0, 0.0, self.available_at_s,
+                                            self.max_batch)
+            return self.idle_view
+        finish = self.busy_until_s
+        return WorkerView(self.worker_id, self.device, self.variants, len(self.inflight),
+                          max(0.0, finish - now_s) * 1000.0, finish, self.max_batch)
+
+
+class Dispatch(NamedTuple):
+    """Send these queries, as one batch, to this worker."""
+
+    batch_id: str
+    worker_id: str
+    incarnation: str | None
+    variant: str
+    items: tuple[Queued, ...]
+    rows: int
+    at_s: float
+
+
+class Step(NamedTuple):
+    """What the caller must carry out after one `SchedulerCore.step`."""
+
+    dispatches: tuple[Dispatch, ...] = ()
+    #: queries answered ``dropped`` by the core or the policy, with the reason
+    dropped: tuple[tuple[Queued, str], ...] = ()
+    #: (worker id, variant) to load
+    loads: tuple[tuple[str, str], ...] = ()
+
+
+_NOTHING = Step()
+
+
+class SchedulerCore:
+    """The scheduler's state and decisions; see the module docstring.
+
+    Parameters
+    ----------
+    policy : the dispatch policy; the core tells it every change through its ``on_*`` calls.
+    catalogue : applications, families and profiles (admission and drop deadlines).
+    config : the drop rule, worker timeout and batch-id prefix.
+    clock : seconds, wall or virtual; the only time the core knows.
+    """
+
+    def __init__(self, policy: DispatchPolicy, catalogue: Catalogue, config: CoreConfig, *, clock: Clock) -> None:
+        self.policy = policy
+        self.config = config
+        self.queue = AdmissionQueue()
+        self.workers: dict[str, TrackedWorker] = {}
+        #: ids of the workers with nothing in flight
+        self._idle: set[str] = set()
+        self._clock = clock
+        self._catalogue = catalogue
+        self._resolutions: dict[tuple, Resolution | str] = {}
+        self._fastest: dict[tuple[tuple[str, ...], int], float] = {}
+        self._profiles: dict[tuple[str, str], VariantProfile | None] = {}
+        self._batches = 0
+
+    @property
+    def catalogue(self) -> Catalogue:
+        return self._catalogue
+
+    @catalogue.setter
+    def catalogue(self, catalogue: Catalogue) -> None:
+        """A new catalogue (a model was registered): admission decides afresh."""
+        self._catalogue = catalogue
+        self._resolutions.clear()
+        self._fastest.clear()
+        self._profiles.clear()
+
+    # -- queries --------------------------------------------------------------------------------
+    def admit(self, query: AdmissionRequest, *, payload: object = None, ack_token: Hashable | None = None) -> str | None:
+        """Queue a servable query and return None, or return why it cannot be served.
+
+        A redelivered copy of a query still waiting is ignored.
+        """
+        now = self._clock()
+        resolution = self._resolve(query)
+        if isinstance(resolution, str):
+            return resolution
+        if query.inputs is None and self._real_device_hosts(resolution.candidates):
+            return "query has no `inputs` and a real (non-emulated) device may serve it"
+        if query.query_id in self.queue:
+            return None
+        fastest = self._fastest_s(resolution.candidates, query.batch_size)
+        pending = PendingQuery(query.query_id, query.application, query.batch_size, now, query.slo_ms,
+                               resolution.candidates)
+        drop_at = now + self.config.drop_after_slo_multiple * query.slo_ms / 1000.0 - fastest
+        self.queue.push(Queued(pending, payload, ack_token, fastest, drop_at))
+        self.policy.on_query_added(pending)
+        return None
+
+    def note_of(self, query: AdmissionRequest) -> str | None:
+        """Why the query's goals were relaxed, if they were (copied into its result)."""
+        resolution = self._resolve(query)
+        return None if isinstance(resolution, str) else resolution.note
+
+    # -- workers --------------------------------------------------------------------------------
+    def on_worker_event(self, event: object) -> None:
+        """A worker event message, as the workers publish it."""
+        if isinstance(event, WorkerHeartbeat):
+            self.worker_seen(event.worker_id, device=event.device, emulated=event.emulated,
+                             variants=tuple(event.variants), max_batch=event.max_batch, incarnation=event.incarnation)
+        elif isinstance(event, BatchFinished):
+            self.batch_finished(event.worker_id, event.batch_id, event.compute_ms)
+        elif isinstance(event, VariantLoaded):
+            self.variant_changed(event.worker_id, event.variant, loaded=True)
+        elif isinstance(event, VariantUnloaded):
+            self.variant_changed(event.worker_id, event.variant, loaded=False)
+        elif isinstance(event, WorkerStopped):
+            self.worker_lost(event.worker_id)
+
+    def worker_seen(self, worker_id: str, *, device: str, emulated: bool, variants: tuple[str, ...],
+                    max_batch: int, incarnation: str | None) -> None:
+        """A heartbeat: a new worker joins; a known one is alive, and may host other variants now."""
+        now = self._clock()
+        record = self.workers.get(worker_id)
+        if record is not None and record.incarnation != incarnation:
+            self.worker_lost(worker_id)  # it restarted: what its previous life held is lost
+            record = None
+        if record is None:
+            record = self.workers[worker_id] = TrackedWorker(worker_id, device, emulated, variants, max_batch,
+                                                            last_seen_s=now, available_at_s=now,
+                                                            incarnation=incarnation)
+            self._idle.add(worker_id)
+            self.policy.on_worker_joined(record.view(now))
+            return
+        record.last_seen_s = now
+        if (record.variants, record.max_batch) != (variants, max_batch):
+            record.variants, record.max_batch, record.idle_view = variants, max_batch, None
+            self.policy.on_worker_joined(record.view(now))
+
+    def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float) -> None:
+        now = self._clock()
+        record = self.workers.get(worker_id)
+        batch = record.inflight.pop(batch_id, None) if record is not None else None
+        if batch is None:
+            return  # a batch of a worker's previous life, or of another scheduler
+        record.last_seen_s = record.available_at_s = now
+        record.idle_view = None
+        if record.inflight:
+            record.busy_until_s = max(b.predicted_finish_s for b in record.inflight.values())
+        else:
+            self._idle.add(worker_id)
+        self.policy.on_batch_finished(record.device, batch.variant, batch.rows, compute_ms)
+
+    def variant_changed(self, worker_id: str, variant: str, *, loaded: bool) -> None:
+        record = self.workers.get(worker_id)
+        if record is None:
+            return
+        hosted = set(record.variants)
+        hosted.add(variant) if loaded else hosted.discard(variant)
+        record.variants, record.idle_view = tuple(sorted(hosted)), None
+        self.policy.on_worker_joined(record.view(self._clock()))
+
+    def worker_lost(self, worker_id: str) -> None:
+        """Forget the worker; its unfinished queries go back to the head of the queue.
+
+        Their messages were acknowledged at dispatch, so only this memory holds them now; results are
+        de-duplicated by query id should the lost worker have answered some after all.
+        """
+        record = self.workers.pop(worker_id, None)
+        if record is None:
+            return
+        self._idle.discard(worker_id)
+        self.policy.on_worker_lost(worker_id)
+        requeued = [Queued(i.pending, i.payload, None, i.fastest_s, i.drop_at_s)
+                    for batch in record.inflight.values() for i in batch.items]
+        self.queue.push_front(requeued)
+        for item in requeued:
+            self.policy.on_query_added(item.pending)
+
+    def apply_plan(self, plan: FleetPlan) -> None:
+        """A planner's plan: the fleet follows it elsewhere; routing policies hear it here."""
+        if plan.success:
+            self.policy.on_plan(plan)
+
+    # -- decisions ------------------------------------------------------------------------------
+    def step(self) -> Step:
+        """Lose silent workers, drop hopeless queries, then carry out the policy's decisions.
+
+        The policy is asked again while its last answer changed something and a worker is still idle.
+        """
+        now = self._clock()
+        if self.config.worker_timeout_s < math.inf:
+            silent = [w.worker_id for w in self.workers.values() if now - w.last_seen_s > self.config.worker_timeout_s]
+            for worker_id in silent:
+                self.worker_lost(worker_id)
+        hopeless = self.queue.pop_hopeless(now)
+        if not hopeless and not (self.queue.items and self._idle):
+            return _NOTHING
+        dispatches: list[Dispatch] = []
+        dropped = [(item, self._hopeless_reason(item)) for item in hopeless]
+        loads: list[tuple[str, str]] = []
+        for item in hopeless:
+            self.policy.on_query_removed(item.pending.query_id)
+        for _ in range(len(self.workers) + 1):
+            if not self.queue.items or not self._idle:
+                break
+            decision = self.policy.decide(now, self.queue.view,
+                                          [w.idle_view or w.view(now) for w in self.workers.values()])
+            if not decision:
+                break
+            if decision.loads:
+                loads.extend((w, v) for w, v in decision.loads if w in self.workers)
+            if decision.dropped:
+                dropped.extend((self.queue.pop(query_id), reason) for query_id, reason in decision.dropped)
+            for assignment in decision.assignments:
+                dispatches.append(self._dispatch(assignment, now))
+        return Step(tuple(dispatches), tuple(dropped), tuple(loads))
+
+    def next_wakeup_s(self) -> float | None:
+        """When `step` must run although nothing arrives (the policy is waiting to fill a batch)."""
+        return self.policy.next_wakeup_s()
+
+    def depth_by_application(self) -> dict[str, int]:
+        return {**{app: 0 for app in self._catalogue.applications}, **self.queue.depth_by_application()}
+
+    # -- internals ------------------------------------------------------------------------------
+    def _dispatch(self, assignment: Assignment, now: float) -> Dispatch:
+        worker = self.workers.get(assignment.worker_id)
+        variant = assignment.variant
+        if worker is None or worker.inflight or variant not in worker.variants:
+            raise ValueError(f"assignment {assignment!r} to an unknown, busy or unfit worker")
+        items = [self.queue.pop(query_id) for query_id in assignment.query_ids]
+        rows = 0
+        for item in items:
+            rows += item.pending.batch_size
+            if variant not in item.pending.candidate_variants:
+                raise ValueError(f"query {item.pending.query_id!r} may not run on {variant!r}")
+        if not items or rows > worker.max_batch:
+            raise ValueError(f"bad assignment {assignment!r} for worker {worker.worker_id!r}")
+        batch_id = f"{self.config.batch_id_prefix}-{self._batches}"
+        self._batches += 1
+        finish = self._predicted_finish_s(worker, variant, rows, now)
+        worker.inflight[batch_id] = Inflight(items, variant, rows, finish)
+        worker.busy_until_s, worker.idle_view = finish, None
+        self._idle.discard(worker.worker_id)
+        return Dispatch(batch_id, worker.worker_id, worker.incarnation, variant, tuple(items), rows, now)
+
+    def _resolve(self, query: AdmissionRequest) -> Resolution | str:
+        key = (query.application, query.model, query.batch_size, query.slo_ms, query.accuracy_floor)
+        resolution = self._resolutions.get(key)
+        if resolution is None:
+            try:
+                resolution = self._catalogue.resolve(*key)
+            except QueryRejected as exc:
+                resolution = str(exc)
+            if len(self._resolutions) > 65_536:
+                self._resolutions.clear()
+            self._resolutions[key] = resolution
+        return resolution
+
+    def _real_device_hosts(self, variants: tuple[str, ...]) -> bool:
+        return any(not w.emulated and not set(w.variants).isdisjoint(variants) for w in self.workers.values())
+
+    def _predicted_finish_s(self, worker: TrackedWorker, variant: str, rows: int, now_s: float) -> float:
+        key = (variant, worker.device)
+        profile = self._profiles.get(key, ...)
+        if profile is ...:
+            profile = self._profiles[key] = self._catalogue.profile(variant, worker.device)
+        try:
+            return now_s + profile.latency_ms(rows) / 1000.0
+        except (AttributeError, ValueError):  # no profile, or none at this size: no prediction
+            return now_s
+
+    def _fastest_s(self, variants: tuple[str, ...], rows: int) -> float:
+        key = (variants, rows)
+        fastest = self._fastest.get(key)
+        if fastest is None:
+            latencies = [p.latency_ms(rows) for v in variants for p in self._catalogue.profiles_of(v)
+                         if rows <= max(p.batch_latency_ms)]
+            fastest = self._fastest[key] = min(latencies, default=0.0) / 1000.0
+        return fastest
+
+    def _hopeless_reason(self, item: Queued) -> str:
+        return (f"could no longer finish within {self.config.drop_after_slo_multiple:g}x its "
+                f"{item.pending.slo_ms:g} ms SLO: still queued, and its fastest variant takes "
+                f"{item.fastest_s * 1000:.3g} ms")

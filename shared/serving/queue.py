@@ -1,0 +1,108 @@
+"""The waiting queries, in arrival order, with their drop deadlines.
+
+A query is hopeless once its fastest variant can no longer finish it within ``drop_after`` times its
+SLO: the core answers it ``dropped`` before it costs worker time. Deadlines sit in a heap, so finding
+the hopeless ones costs nothing while there are none, however long the queue.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.policy.base import PendingQuery
+
+
+@dataclass(slots=True)
+class Queued:
+    """One admitted query and what the transport needs back when it leaves the queue."""
+
+    pending: PendingQuery
+    #: what the transport keeps for the query (the live scheduler: the `Query` message); opaque here
+    payload: Any
+    #: what the transport needs to acknowledge the query's message once it is dispatched or final
+    ack_token: Hashable | None
+    #: the profiled latency of its fastest candidate at its size
+    fastest_s: float
+    #: past this time it cannot finish in time any more
+    drop_at_s: float
+
+
+class QueueView(Sequence[PendingQuery]):
+    """The waiting queries as the policy sees them, without copying (cheap ``len``, prefix slices and
+    reverse iteration)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: dict[str, Queued]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[PendingQuery]:
+        return (item.pending for item in self._items.values())
+
+    def __reversed__(self) -> Iterator[PendingQuery]:
+        return (item.pending for item in reversed(self._items.values()))
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice) and index.start in (None, 0) and index.step in (None, 1) and index.stop is not None \
+                and index.stop >= 0:
+            return list(itertools.islice(self, index.stop))
+        if isinstance(index, int) and 0 <= index:
+            return next(itertools.islice(self, index, None))
+        return list(self)[index]
+
+
+class AdmissionQueue:
+    def __init__(self) -> None:
+        self.items: dict[str, Queued] = {}
+        self.view = QueueView(self.items)
+        self._deadlines: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, query_id: str) -> bool:
+        return query_id in self.items
+
+    def push(self, item: Queued) -> None:
+        self.items[item.pending.query_id] = item
+        heapq.heappush(self._deadlines, (item.drop_at_s, next(self._seq), item.pending.query_id))
+
+    def push_front(self, items: list[Queued]) -> None:
+        """Put queries back ahead of everything waiting (a lost worker's unfinished batch)."""
+        waiting = list(self.items.values())
+        self.items.clear()
+        for item in items + waiting:
+            self.items[item.pending.query_id] = item
+        for item in items:
+            heapq.heappush(self._deadlines, (item.drop_at_s, next(self._seq), item.pending.query_id))
+
+    def pop(self, query_id: str) -> Queued:
+        return self.items.pop(query_id)
+
+    def pop_hopeless(self, now_s: float) -> list[Queued]:
+        """Take out every query whose drop deadline is before ``now_s``."""
+        out = []
+        heap = self._deadlines
+        while heap and heap[0][0] < now_s:
+            _, _, query_id = heapq.heappop(heap)
+            item = self.items.get(query_id)
+            if item is not None and item.drop_at_s < now_s:
+                del self.items[query_id]
+                out.append(item)
+        if len(heap) > 64 and len(heap) > 4 * len(self.items):
+            self._deadlines = [(i.drop_at_s, next(self._seq), q) for q, i in self.items.items()]
+            heapq.heapify(self._deadlines)
+        return out
+
+    def depth_by_application(self) -> dict[str, int]:
+        depth: dict[str, int] = {}
+        for item in self.items.values():
+            depth[item.pending.application] = depth.get(item.pending.application, 0) + 1
+        return depth

@@ -1,0 +1,120 @@
+"""The simulator runs the very scheduler that serves: same class, and the same decisions from the same events."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schemas import BatchFinished, Query, WorkerHeartbeat
+from services.scheduler.app import make_core
+from shared.catalogue import Catalogue
+from shared.policy.registry import make_dispatch
+from shared.profiles.kairos import load_kairos_profiles
+from shared.serving import CoreConfig, SchedulerCore
+from shared.settings import Settings
+from shared.sim import Workload, deeprecsys_sizes, make_fleet, poisson_arrivals
+from shared.sim.engine import Simulation
+
+MODEL = "rm2"
+
+
+class Recorder:
+    """Stands in for the core inside the simulator: passes every call on and writes down what the
+    transport would have carried (inputs with their times, and each step's decisions)."""
+
+    def __init__(self, core: SchedulerCore, clock) -> None:
+        self.core, self.clock, self.log = core, clock, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.core, name)
+
+    def admit(self, query, **kwargs):
+        self.log.append(("query", self.clock(), query))
+        return self.core.admit(query, **kwargs)
+
+    def worker_seen(self, worker_id, **fields):
+        self.log.append(("heartbeat", self.clock(), (worker_id, fields)))
+        return self.core.worker_seen(worker_id, **fields)
+
+    def batch_finished(self, worker_id, batch_id, compute_ms):
+        self.log.append(("finished", self.clock(), (worker_id, batch_id, compute_ms)))
+        return self.core.batch_finished(worker_id, batch_id, compute_ms)
+
+    def step(self):
+        out = self.core.step()
+        self.log.append(("step", self.clock(), decisions(out)))
+        return out
+
+
+def decisions(step) -> tuple:
+    return (tuple((d.batch_id, d.worker_id, d.variant, tuple(i.pending.query_id for i in d.items), d.at_s)
+                  for d in step.dispatches),
+            tuple((item.pending.query_id, reason) for item, reason in step.dropped))
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return load_kairos_profiles()
+
+
+def short_workload(profiles, n: int = 300) -> Workload:
+    rng = np.random.default_rng(7)
+    sizes = deeprecsys_sizes(n, rng)
+    return Workload(poisson_arrivals(40.0, n, rng), sizes, MODEL, profiles.slo_ms[MODEL], (MODEL,))
+
+
+def test_the_live_scheduler_and_the_simulator_build_the_same_core_class(profiles) -> None:
+    live = make_core(Settings(scheduler_policy="kairos"), Catalogue(profiles, {MODEL: [MODEL]}))
+    simulated = Simulation(short_workload(profiles, 5), make_fleet({"g4dn.xlarge": 1}, [MODEL], max_batch=1000),
+                           make_dispatch("kairos", profiles), profiles)
+    assert type(live) is type(simulated.core) is SchedulerCore
+
+
+def test_replaying_the_simulators_events_as_messages_gives_the_same_decisions(profiles) -> None:
+    fleet = make_fleet({"g4dn.xlarge": 1, "r5n.large": 1}, [MODEL], max_batch=1000)
+    sim = Simulation(short_workload(profiles), fleet, make_dispatch("kairos", profiles), profiles, seed=1)
+    recorder = sim.core = Recorder(sim.core, lambda: sim.now)
+    result = sim.run()
+    steps = [entry[2] for entry in recorder.log if entry[0] == "step"]
+    assert result.num_served > 150 and result.dropped and sum(len(d) for d, _ in steps) > 100, \
+        "a workload that exercises the core: dispatches and drops"
+
+    # the fake transport: the same events, in the same order, as the messages the live scheduler consumes
+    now = [0.0]
+    live = SchedulerCore(make_dispatch("kairos", profiles), Catalogue(profiles, {MODEL: [MODEL]}), CoreConfig(),
+                         clock=lambda: now[0])
+    replayed = []
+    for kind, at, payload in recorder.log:
+        now[0] = at
+        if kind == "query":
+            message = Query(query_id=payload.query_id, application=payload.application, model=payload.model,
+                            batch_size=payload.batch_size, slo_ms=payload.slo_ms, sent_at=at)
+            live.admit(message, payload=message)
+        elif kind == "heartbeat":
+            worker_id, fields = payload
+            live.on_worker_event(WorkerHeartbeat(worker_id=worker_id, incarnation=fields["incarnation"],
+                                                 device=fields["device"], emulated=fields["emulated"],
+                                                 variants=list(fields["variants"]), max_batch=fields["max_batch"],
+                                                 inflight=0, busy_fraction=0.0, price_per_hour=0.0, at=at))
+        elif kind == "finished":
+            worker_id, batch_id, compute_ms = payload
+            live.on_worker_event(BatchFinished(worker_id=worker_id, batch_id=batch_id, variant=MODEL, device="x",
+                                               rows=1, compute_ms=compute_ms, ok=True, at=at))
+        else:
+            replayed.append(decisions(live.step()))
+    assert replayed == steps
+
+
+def test_the_readmes_example_policy_serves_in_the_simulator(profiles) -> None:
+    """The README shows how to add a policy; the example must run as shown."""
+    from pathlib import Path
+
+    from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy
+    from shared.sim import simulate
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = readme.split("# shared/policy/shortest_first.py\n", 1)[1].split("\n# shared/policy/registry.py", 1)[0]
+    namespace = {"Assignment": Assignment, "DispatchDecision": DispatchDecision, "DispatchPolicy": DispatchPolicy}
+    exec(code, namespace)
+    result = simulate(short_workload(profiles, 100), make_fleet({"g4dn.xlarge": 2}, [MODEL], max_batch=1000),
+                      namespace["ShortestFirst"](), profiles)
+    assert result.num_served > 50 and result.num_served + len(result.dropped) == 100
