@@ -49,13 +49,13 @@ from shared.proteus.fleet_profiles import synthetic_profiles
 from shared.proteus.monitor import ReplanMonitor
 from shared.proteus.planner import ProteusPlanner
 from shared.proteus.workload import constant_rate, piecewise_poisson, rate_curve
+from shared.settings import Settings
 from shared.sim.arrivals import Workload, load_trace_timestamps
 from shared.sim.engine import simulate
 from shared.sim.workers import SimWorker
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE_FILES = ("digits.json", "efficientnet-lite.json", "proteus-fleet.json")
-TRACES = REPO.parent / "shared" / "data" / "traces" / "azure_llm_2023"
 FLEET = {"cpu-1t": 6, "cpu-2t": 3, "g4dn-emu": 3}
 APPLICATIONS = {"efficientnet-lite": "efficientnet-lite", "digits": "digits"}
 SLO_MS = {"efficientnet-lite": 300.0, "digits": 300.0}
@@ -85,7 +85,7 @@ def top_capacity(profiles: ProfileSet, application: str) -> float:
 def trace_rates(profiles: ProfileSet) -> dict[str, np.ndarray]:
     peak = OVERLOAD * top_capacity(profiles, "efficientnet-lite")
     peaks = {"efficientnet-lite": peak, "digits": DIGITS_SHARE * peak}
-    curves = {app: rate_curve(load_trace_timestamps(TRACES / f"{TRACE_OF[app]}.csv"), bin_s=BIN_S, peak_qps=peaks[app])
+    curves = {app: rate_curve(load_trace_timestamps(Settings().azure_trace(TRACE_OF[app])), bin_s=BIN_S, peak_qps=peaks[app])
               for app in APPLICATIONS}
     length = min(len(c) for c in curves.values())
     return {app: c[:length] for app, c in curves.items()}

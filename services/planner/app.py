@@ -27,7 +27,7 @@ from schemas import AllocationPlan, LoadStatistics
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
-from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
+from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_producer
 from shared.catalogue import Catalogue
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.plans import to_message
@@ -166,11 +166,7 @@ def bootstrap(settings: Settings) -> PlannerContext:
         ctx.fleet = make_fleet_planning(settings, catalogue)
     else:
         ctx.applications.update(make_application_planning(settings, catalogue))
-    admin = make_admin(settings)
-    try:
-        topics.ensure_topics(admin, topics.core_topics(settings))
-    finally:
-        admin.close()
+    ensure_core_topics(settings)
     return ctx
 
 

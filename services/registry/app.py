@@ -39,7 +39,7 @@ from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import best_effort_id, describe_validation_error, send_dead_letter
 from shared.adapters.infaas_store import RedisMetadataStore
-from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
+from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_producer
 from shared.infaas.metadata import MetadataStore
 from shared.infaas.monitor import MonitorConfig
 from shared.profiles.format import ProfileSet
@@ -178,11 +178,7 @@ def export_catalogue(profile_sets: Iterable[ProfileSet]) -> None:
 
 
 def bootstrap(settings: Settings) -> tuple[RegistryContext, KafkaConsumer, InstanceMonitor, KafkaConsumer]:
-    admin = make_admin(settings)
-    try:
-        topics.ensure_topics(admin, topics.core_topics(settings))
-    finally:
-        admin.close()
+    ensure_core_topics(settings)
     store = RedisMetadataStore.from_url(settings.redis_url)
     device_kinds, family_slo_ms = seed_catalogue(store, settings)
     ctx = RegistryContext(RegistrarConfig(settings.models_dir, settings.profiles_dir), store, make_producer(settings),

@@ -9,8 +9,7 @@ from typing import Any
 import faust
 
 from shared import metrics
-from shared.adapters import topics
-from shared.adapters.kafka_io import make_admin
+from shared.adapters.kafka_io import ensure_core_topics
 from shared.settings import KafkaSecurity, Settings
 
 SERVICE = "scheduler"
@@ -41,11 +40,7 @@ def app_options(settings: Settings) -> dict[str, Any]:
 
 def prepare(settings: Settings) -> None:
     """Create the core topics (faust must find them) and expose metrics, before the app starts."""
-    admin = make_admin(settings)
-    try:
-        topics.ensure_topics(admin, topics.core_topics(settings))
-    finally:
-        admin.close()
+    ensure_core_topics(settings)
     metrics.serve_metrics(settings.scheduler_metrics_port, settings.bind_host)
     # faust leaves the client loggers at DEBUG: every message would build a log record nobody prints
     for noisy in ("aiokafka", "kafka"):

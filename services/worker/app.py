@@ -39,7 +39,7 @@ from services.worker.executors import EmulatedExecutor, ExecutionError, Executor
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
-from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
+from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_producer
 from shared.profiles.sources import load_profile_source
 from shared.settings import Settings
 from shared.tensors import decode_batch
@@ -189,11 +189,7 @@ def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerConte
                           else OnnxExecutor(settings.models_dir))
     device = profiles.device_by_name.get(executor.device)
     price = device.price_per_hour if device else 0.0
-    admin = make_admin(settings)
-    try:
-        topics.ensure_topics(admin, [*topics.core_topics(settings), topics.TopicSpec(topics.dispatch_topic(args.worker_id), 1)])
-    finally:
-        admin.close()
+    ensure_core_topics(settings, topics.TopicSpec(topics.dispatch_topic(args.worker_id), 1))
     producer = make_producer(settings)
     profiled = [max(p.batch_latency_ms) for p in profiles.variants if p.device == executor.device]
     max_batch = args.max_batch or max(profiled, default=64)

@@ -5,6 +5,8 @@ from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
+from shared.adapters import topics
+from shared.adapters.topics import TopicSpec
 from shared.settings import Settings
 
 
@@ -22,6 +24,15 @@ def security_options(settings: Settings) -> dict[str, Any]:
 def make_admin(settings: Settings) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=10_000,
                             **security_options(settings))
+
+
+def ensure_core_topics(settings: Settings, *extra: TopicSpec) -> None:
+    """Create Meridian's core topics (and ``extra``) where missing: every service does so before it starts."""
+    admin = make_admin(settings)
+    try:
+        topics.ensure_topics(admin, [*topics.core_topics(settings), *extra])
+    finally:
+        admin.close()
 
 
 def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:

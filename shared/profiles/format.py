@@ -54,6 +54,8 @@ class DeviceType(BaseModel):
     name: str
     kind: Literal["gpu", "cpu"]
     price_per_hour: float = Field(ge=0.0)
+    #: seconds from asking for a worker of this type to its first heartbeat (None: not measured, taken as 0)
+    startup_s: float | None = Field(default=None, ge=0.0)
 
 
 class VariantProfile(_CachedModel):

@@ -180,7 +180,8 @@ def simulate(
         given, where service times come from (profiled means).
     service : service and load times of the simulated workers.
     config : the core's drop rule (default: `CoreConfig`'s, as the live default).
-    startup_s : seconds from a plan starting a worker of a device type to its first heartbeat.
+    startup_s : seconds from a plan starting a worker of a device type to its first heartbeat (default:
+        the profile's `DeviceType.startup_s`), before its variants load.
     service_factor : slows a worker's batches down at times (a noisy neighbour).
     seed : drives sampled service times.
     end_s : stop the run then (default: when nothing is left to happen); later events never happen.
@@ -243,7 +244,7 @@ class Simulation:
         self.service = service or ProfileServiceTime(profiles)
         self.controller = controller
         self.interval = control_interval_s
-        self.startup = dict(startup_s or {})
+        self.startup = {d.name: d.startup_s or 0.0 for d in profiles.devices} | dict(startup_s or {})
         self.service_factor = service_factor
         self.end_s = math.inf if end_s is None else end_s
         self.rng = np.random.default_rng(seed)

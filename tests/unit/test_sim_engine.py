@@ -3,7 +3,17 @@ import numpy as np
 import pytest
 
 from shared.kairos import KairosDispatch
-from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy
+from shared.fleet import FleetCommands
+from shared.policy.base import (
+    Assignment,
+    DispatchDecision,
+    DispatchPolicy,
+    FleetController,
+    FleetPlan,
+    Placement,
+    PlanStatus,
+)
+from shared.policy.fcfs import FcfsDispatch
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.profiles.kairos import load_kairos_profiles
 from shared.serving import ProfileServiceTime
@@ -142,3 +152,49 @@ def test_same_seed_same_run_different_seed_different_run():
             mine = run.worker == j
             order = np.argsort(run.start_s[mine])
             assert np.all(run.start_s[mine][order][1:] >= run.finish_s[mine][order][:-1] - 1e-12)
+
+
+class Scripted(FleetController):
+    """Answers one scripted plan or commands per control call (then nothing) and hears every worker event."""
+
+    def __init__(self, *answers):
+        self.answers, self.events = list(answers), []
+
+    def control(self, now_s, arrivals):
+        return self.answers.pop(0) if self.answers else None
+
+    def on_worker_event(self, event):
+        self.events.append(event)
+
+
+def two_variant_profiles(startup_s=1.0, load_ms=500.0):
+    return ProfileSet(
+        source="test", devices=[DeviceType(name="d", kind="cpu", price_per_hour=1.0, startup_s=startup_s)],
+        variants=[VariantProfile(variant=v, family=v, device="d", batch_latency_ms={10: 10.0}, load_latency_ms=load_ms,
+                                 max_batch=10) for v in ("m", "n")])
+
+
+def test_a_plan_starts_workers_after_startup_and_load_and_stops_the_old_ones_once_they_joined():
+    plan = FleetPlan(PlanStatus.OPTIMAL, "m on one d", placements=(Placement("d", ("m",)),))
+    controller = Scripted(plan)
+    load = Workload(np.array([0.1, 0.2, 2.0]), np.ones(3, dtype=np.int64), "app", 5000.0, ("m",))
+    result = simulate(load, make_fleet({"d": 1}, ["n"], max_batch=10), FcfsDispatch(), two_variant_profiles(),
+                      controller=controller)
+    old, new = result.lifetimes
+    assert (old.worker_id, old.stopped_s) == ("d-0", 1.5), "make-before-break: stops when the new one joins"
+    assert (new.requested_s, new.joined_s, new.stopped_s) == (0.0, 1.5, None), "start-up 1 s + load 0.5 s"
+    np.testing.assert_allclose(result.start_s, [1.5, 1.5, 2.0])
+    assert [type(e).__name__ for e in controller.events][:3] == ["WorkerHeartbeat", "WorkerHeartbeat",
+                                                                 "WorkerStopped"]
+    assert len(result.plans) == 1
+
+
+def test_commands_load_and_unload_variants_on_named_workers_in_their_job_order():
+    controller = Scripted(FleetCommands(start=(("w", Placement("d", ("n",))),)),  # t = 0
+                          FleetCommands(load=(("w", "m"),), unload=(("w", "n"),)))  # t = 1
+    load = Workload(np.array([3.0]), np.ones(1, dtype=np.int64), "app", 5000.0, ("m",))
+    result = simulate(load, [], FcfsDispatch(), two_variant_profiles(startup_s=0.0), controller=controller)
+    assert result.num_served == 1 and result.variant[0] == "m" and result.worker_ids == ("w",)
+    kinds = [(type(e).__name__, getattr(e, "variant", None), e.at) for e in controller.events]
+    assert kinds == [("WorkerHeartbeat", None, 0.5), ("VariantUnloaded", "n", 1.0), ("VariantLoaded", "m", 1.5),
+                     ("BatchFinished", "m", 3.01)]
