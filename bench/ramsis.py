@@ -44,10 +44,10 @@ from shared.ramsis import (
     value_iteration,
 )
 from shared.ramsis.baselines import JellyfishDispatch, ModelSwitchingDispatch
-from shared.scenarios.model_switching import profile_model_switching
+from shared.sim.scenarios.model_switching import profile_model_switching
 from shared.settings import Settings
 from shared.sim import load_trace_timestamps
-from shared.sim.ramsis_workloads import (
+from shared.sim.scenarios.ramsis import (
     ServingMetrics,
     constant_arrivals,
     piecewise_poisson_arrivals,

@@ -73,7 +73,7 @@ def device_for_provider(provider: str, *, intra_op_threads: int = 1) -> DeviceTy
     Examples
     --------
     >>> device_for_provider("CPUExecutionProvider")
-    DeviceType(name='cpu-1t', kind='cpu', price_per_hour=0.0425)
+    DeviceType(name='cpu-1t', kind='cpu', price_per_hour=0.0425, startup_s=None)
     """
     if provider == CPU_PROVIDER:
         return DeviceType(

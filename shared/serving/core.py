@@ -127,6 +127,8 @@ class SchedulerCore:
         self.config = config
         self.queue = AdmissionQueue()
         self.workers: dict[str, TrackedWorker] = {}
+        #: how many workers compute for real (queries without inputs may not go there)
+        self._real_workers = 0
         #: ids of the workers with nothing in flight
         self._idle: set[str] = set()
         self._clock = clock
@@ -158,9 +160,9 @@ class SchedulerCore:
         resolution = self._resolve(query)
         if isinstance(resolution, str):
             return resolution
-        if query.inputs is None and self._real_device_hosts(resolution.candidates):
+        if query.inputs is None and self._real_workers and self._real_device_hosts(resolution.candidates):
             return "query has no `inputs` and a real (non-emulated) device may serve it"
-        if query.query_id in self.queue:
+        if query.query_id in self.queue.items:
             return None
         fastest = self._fastest_s(resolution.candidates, query.batch_size)
         pending = PendingQuery(query.query_id, query.application, query.batch_size, now, query.slo_ms,
@@ -203,6 +205,7 @@ class SchedulerCore:
                                                             last_seen_s=now, available_at_s=now,
                                                             incarnation=incarnation)
             self._idle.add(worker_id)
+            self._real_workers += not emulated
             self.policy.on_worker_joined(record.view(now))
             return
         record.last_seen_s = now
@@ -243,6 +246,7 @@ class SchedulerCore:
         if record is None:
             return
         self._idle.discard(worker_id)
+        self._real_workers -= not record.emulated
         self.policy.on_worker_lost(worker_id)
         requeued = [Queued(i.pending, i.payload, None, i.fastest_s, i.drop_at_s)
                     for batch in record.inflight.values() for i in batch.items]

@@ -13,7 +13,7 @@ import pytest
 from shared.settings import REPO_ROOT
 
 #: packages of pure code: no broker, no Redis, no adapter
-PURE = ("policy", "kairos", "infaas", "proteus", "ramsis", "autoscale", "serving", "profiles", "sim", "scenarios")
+PURE = ("policy", "kairos", "infaas", "proteus", "ramsis", "autoscale", "serving", "profiles", "sim")
 #: policy packages: they must not import the simulator either
 POLICY = ("policy", "kairos", "infaas", "proteus", "ramsis", "autoscale", "serving")
 #: top-level modules (and their submodules) that do I/O

@@ -142,6 +142,7 @@ def test_device_names_and_assumed_prices():
         "name": "cpu-1t",
         "kind": "cpu",
         "price_per_hour": 0.0425,
+        "startup_s": None,
     }
     assert device_for_provider(CPU_PROVIDER, intra_op_threads=2).name == "cpu-2t"
     assert device_for_provider("CUDAExecutionProvider").kind == "gpu"

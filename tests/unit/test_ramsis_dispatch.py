@@ -19,8 +19,8 @@ from shared.ramsis import (
 )
 from shared.ramsis.baselines import JellyfishDispatch, ModelSwitchingDispatch, jellyfish_choice
 from shared.ramsis.testing import tiny_problem, tiny_profiles
-from shared.scenarios.model_switching import profile_model_switching
-from shared.sim.ramsis_workloads import (
+from shared.sim.scenarios.model_switching import profile_model_switching
+from shared.sim.scenarios.ramsis import (
     constant_arrivals,
     piecewise_poisson_arrivals,
     run_fleet,

@@ -20,7 +20,7 @@ from shared.ramsis import (
 )
 from shared.ramsis.testing import tiny_problem, tiny_profiles
 from shared.ramsis.value_iteration import _solve_explicit
-from shared.sim.ramsis_workloads import constant_arrivals, run_fleet, serving_metrics, single_query_workload
+from shared.sim.scenarios.ramsis import constant_arrivals, run_fleet, serving_metrics, single_query_workload
 
 
 @pytest.mark.parametrize(("workers", "rate", "arrivals"), [

@@ -1,7 +1,7 @@
 """ModelSwitching (spec §5.4): per load, the most accurate model whose measured violations stay below 1%.
 
 The table of choices per load is measured offline by simulation
-(`shared.scenarios.model_switching.profile_model_switching`); online the lowest grid load that covers
+(`shared.sim.scenarios.model_switching.profile_model_switching`); online the lowest grid load that covers
 the estimate picks the model. The max batch is the artifact's: the Jellyfish+ rule without its margin,
 taken from the most accurate model that rule finds feasible.
 """

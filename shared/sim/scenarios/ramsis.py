@@ -8,10 +8,9 @@ query, late or not (its MDP predicts late ones), so these runs switch the core's
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import math
 
 import numpy as np
 

@@ -16,7 +16,7 @@ from shared.ramsis.arrivals import POISSON, ArrivalProcess
 from shared.ramsis.baselines.load_granular import LoadGranularDispatch
 from shared.ramsis.baselines.model_switching import ModelSwitchingTable, model_switching_batch
 from shared.ramsis.problem import RamsisProblem
-from shared.sim.ramsis_workloads import constant_arrivals, run_fleet, serving_metrics, single_query_workload
+from shared.sim.scenarios.ramsis import constant_arrivals, run_fleet, serving_metrics, single_query_workload
 
 
 class _StaticDispatch(LoadGranularDispatch):
