@@ -18,11 +18,13 @@ Setting (every number's source is repeated in the output's ``setup``):
 * **Load**: arrivals of the Azure LLM inference trace (conv, 2023-11-16, one hour), counted in 10 s bins,
   min-max scaled to 10..1000 qps (the paper's E1 range) and replayed in 900 s as a Poisson process.
   A noisy neighbour doubles batch latency on the oldest CPU worker from 300 s to 360 s.
-* **Systems** (one simulator, `shared.sim.autoscaling`, one code path for each policy): INFaaS
-  (`InfaasAutoscaler`); SM+ and Clipper+ with the paper's E1 baseline choice, a GPU variant for the
-  popular application (Lite0 on g4dn) and a CPU variant for the other (Lite2 on c5a). Clipper+ is
-  provisioned for the trace's peak; INFaaS and SM+ start sized for the first 10 s.
-* **Greedy vs ILP**: the greedy settled (fluid model, `shared.sim.autoscaling.settle`) vs the ILP optimum
+* **Systems** (the one engine and serving core, `shared.sim.scenarios.autoscaling`: every query routed by
+  INFaaS's getVariant (`InfaasDispatch`), the fleet changed by the autoscaler service's loop, instance
+  states from the registry's monitoring daemon; a machine is one worker process running one batch at
+  a time): INFaaS (`InfaasAutoscaler`); SM+ and Clipper+ with the paper's E1 baseline choice, a GPU
+  variant for the popular application (Lite0 on g4dn) and a CPU variant for the other (Lite2 on c5a).
+  Clipper+ is provisioned for the trace's peak; INFaaS and SM+ start sized for the first 10 s.
+* **Greedy vs ILP**: the greedy settled (fluid model, `shared.autoscale.fluid.settle`) vs the ILP optimum
   (HiGHS) at the trace's load deciles (the headline ratio) and at loads beyond the trace, both priced as
   instance shares ($/h), slack 5%. INFaaS is also rerun with slack thresholds 1.1 and 1.3. Decision times:
   the greedy's `step` during the INFaaS run; the ILP on this catalogue, and on synthetic catalogues of 50
@@ -58,14 +60,14 @@ from shared.autoscale import (
     pin,
     provision_for_peak,
 )
+from shared.autoscale.fluid import settle
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
-from shared.profiles.kairos import kairos_data_dir
+from shared.settings import Settings
 from shared.sim.arrivals import load_trace_timestamps
-from shared.sim.autoscaling import Slowdown, settle, simulate_autoscaling
+from shared.sim.scenarios.autoscaling import Slowdown, simulate_autoscaling
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "profiles" / "efficientnet-lite.json"
-TRACE = kairos_data_dir().parent / "traces" / "azure_llm_2023" / "conv.csv"
 CPU, GPU = "c5a.2xlarge", "g4dn.xlarge"
 STARTUP_S = 25.0
 DURATION_S = 900.0
@@ -82,20 +84,21 @@ EXTENDED_QPS = [1500.0, 2500.0, 4000.0, 6000.0]
 SENSITIVITY = (1.1, 1.3)
 
 
-def prices() -> dict[str, float]:
-    lines = (kairos_data_dir() / "price.csv").read_text().split()[1:]
+def prices(data_dir: Path) -> dict[str, float]:
+    lines = (data_dir / "price.csv").read_text().split()[1:]
     return {name: float(price) for name, price in (line.split(",") for line in lines)}
 
 
-def gpu_ratio() -> dict[int, float]:
+def gpu_ratio(data_dir: Path) -> dict[int, float]:
     """Per image batch b: median over the Kairos models of g4dn.xlarge / c5n.2xlarge latency at 10 b rows."""
-    table = json.loads((kairos_data_dir() / "latency_mean.json").read_text())["latency_ms"]
+    table = json.loads((data_dir / "latency_mean.json").read_text())["latency_ms"]
     return {b: float(np.median([t["g4dn.xlarge"][str(10 * b)] / t["c5n.2xlarge"][str(10 * b)]
                                 for t in table.values()])) for b in (1, 2, 4, 8, 16, 32, 64)}
 
 
-def catalogue() -> tuple[Catalogue, dict]:
-    measured, price, ratio = ProfileSet.load(PROFILES), prices(), gpu_ratio()
+def catalogue(data_dir: Path) -> tuple[Catalogue, dict]:
+    """`data_dir`: the Kairos artifact (prices, g4dn/c5n latency ratios)."""
+    measured, price, ratio = ProfileSet.load(PROFILES), prices(data_dir), gpu_ratio(data_dir)
     variants = []
     for p in measured.variants:
         variants.append(p.model_copy(update={"device": CPU, "latency_samples_ms": None}))
@@ -115,7 +118,7 @@ def catalogue() -> tuple[Catalogue, dict]:
     setup = {
         "workers": {w.name: {"kind": w.kind, "price_per_hour": w.price_per_hour, "capacity": dict(w.capacity),
                              "startup_s": w.startup_s} for w in workers},
-        "prices_source": f"on-demand list prices, {kairos_data_dir() / 'price.csv'} (Kairos HPDC'23 artifact)",
+        "prices_source": f"on-demand list prices, {data_dir / 'price.csv'} (Kairos HPDC'23 artifact)",
         "variants_source": f"{PROFILES.relative_to(REPO)}: {measured.source}",
         "cpu_variants": "measured single-thread latencies, one vCPU of c5a.2xlarge each (assumed equal speed)",
         "gpu_variants": "EMULATED: measured single-thread latency / 8 x median g4dn.xlarge/c5n.2xlarge latency "
@@ -132,9 +135,9 @@ def catalogue() -> tuple[Catalogue, dict]:
     return cat, setup
 
 
-def rate_curve() -> np.ndarray:
-    """qps per trace bin: conv.csv arrivals per 10 s, min-max scaled to `QPS_RANGE`."""
-    stamps = load_trace_timestamps(TRACE)
+def rate_curve(trace: Path) -> np.ndarray:
+    """qps per trace bin: the trace's arrivals per 10 s, min-max scaled to `QPS_RANGE`."""
+    stamps = load_trace_timestamps(trace)
     counts, _ = np.histogram(stamps, bins=np.arange(0.0, stamps[-1], BIN_S))
     low, high = QPS_RANGE
     return low + (high - low) * (counts - counts.min()) / (counts.max() - counts.min())
@@ -174,7 +177,7 @@ def run_systems(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray]) 
     out, decisions = {}, None
     for name, (scaler, fleet) in systems.items():
         began = time.perf_counter()
-        result = simulate_autoscaling(cat, work, scaler, initial_fleet=fleet, duration_s=DURATION_S, slowdowns=[NOISY])
+        result = simulate_autoscaling(work, scaler, initial_fleet=fleet, duration_s=DURATION_S, slowdowns=[NOISY])
         cost = result.cost()
         devices = sorted({d for counts in result.timeline["workers"] for d in counts})
         out[name] = {
@@ -204,7 +207,7 @@ def slack_sensitivity(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndar
     for threshold in SENSITIVITY:
         config = GreedyConfig(slack_threshold=threshold)
         fleet = as_fleet(settle(cat, initial_demand(rates), config=config), "init-")
-        result = simulate_autoscaling(cat, work, InfaasAutoscaler(cat, model=config), initial_fleet=fleet,
+        result = simulate_autoscaling(work, InfaasAutoscaler(cat, model=config), initial_fleet=fleet,
                                       duration_s=DURATION_S, slowdowns=[NOISY])
         out[str(threshold)] = {"throughput_qps": round(result.throughput_qps, 2),
                                "slo_violation_ratio": round(result.slo_violation_ratio, 5),
@@ -284,8 +287,10 @@ def decision_scaling(cat: Catalogue) -> dict:
 
 def main() -> None:
     began = time.perf_counter()
-    cat, setup = catalogue()
-    rates = rate_curve()
+    settings = Settings()
+    trace = settings.azure_trace("conv")
+    cat, setup = catalogue(settings.kairos_data_dir)
+    rates = rate_curve(trace)
     work = workloads(rates, SEED)
     num_queries = sum(len(a) for a in work.values())
     systems, decisions = run_systems(cat, rates, work)
@@ -319,7 +324,7 @@ def main() -> None:
         "decision_scaling": scaling,
         "setup": {
             **setup,
-            "trace": f"{TRACE} (Azure LLM inference trace, conv, 2023-11-16, CC-BY 4.0): arrivals per {BIN_S:g} s, "
+            "trace": f"{trace} (Azure LLM inference trace, conv, 2023-11-16, CC-BY 4.0): arrivals per {BIN_S:g} s, "
                      f"min-max scaled to {QPS_RANGE[0]:g}..{QPS_RANGE[1]:g} qps, {len(rates)} bins replayed in "
                      f"{DURATION_S:g} s as Poisson, seed {SEED}",
             "num_queries": num_queries,

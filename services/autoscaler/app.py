@@ -1,10 +1,10 @@
 """Autoscaler: INFaaS's model- and VM-level autoscaling as a service.
 
 Consumes ``meridian.load-stats`` (group ``meridian.autoscaler``) and ``meridian.worker-events`` (every
-event, no group); every second it asks the autoscaler policy (``shared.autoscale``) what to change, then
-unloads and stops, starts and loads: variants through the workers' dispatch topics, machines through a
-`WorkerLauncher` (local processes here). Each change is published as an ``AllocationPlan`` with its
-$/hour on ``meridian.plans``.
+event, no group) into the shared autoscaler loop (`shared.autoscale.loop`, which the simulator runs too);
+every second it polls the loop and carries out the answer, unloads and stops, then starts and loads:
+variants through the workers' dispatch topics, machines through a `WorkerLauncher` (local processes here).
+Each change is published as an ``AllocationPlan`` with its $/hour on ``meridian.plans``.
 
 Run: ``python -m services.autoscaler``
 """
@@ -20,7 +20,6 @@ from kafka import KafkaProducer
 from pydantic import ValidationError
 
 from schemas import LoadStatistics, LoadVariant, UnloadVariant, worker_event_adapter
-from services.autoscaler.tracker import FleetTracker
 from services.launcher import LocalLauncher
 from services.worker_launcher import LocalWorkerLauncher, WorkerLauncher
 from shared import metrics
@@ -29,14 +28,14 @@ from shared.adapters.dead_letter import describe_validation_error, send_dead_let
 from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
 from shared.autoscale import (
     Application,
-    BaseAutoscaler,
+    AutoscaleState,
     Catalogue,
     GreedyConfig,
     ScaleActions,
     WorkerType,
     make_autoscaler,
 )
-from shared.autoscale.cost import to_fleet_plan
+from shared.autoscale.loop import AutoscaleLoop
 from shared.catalogue import Catalogue as ServingCatalogue
 from shared.infaas.monitor import MonitorConfig
 from shared.plans import to_message
@@ -61,38 +60,31 @@ def autoscale_catalogue(settings: Settings) -> Catalogue:
 
 
 class Autoscaler:
-    """Polls the policy and applies its answer; the Kafka loop only feeds it."""
+    """Carries out the shared loop's polls (`shared.autoscale.loop`): launcher, dispatch topics, plans."""
 
-    def __init__(self, settings: Settings, policy: BaseAutoscaler, launcher: WorkerLauncher,
-                 producer: KafkaProducer) -> None:
-        self.settings = settings
-        self.policy = policy
+    def __init__(self, loop: AutoscaleLoop, launcher: WorkerLauncher, producer: KafkaProducer) -> None:
+        self.loop = loop
         self.launcher = launcher
         self.producer = producer
-        self.tracker = FleetTracker(policy.catalogue, config=MonitorConfig.from_settings(settings))
 
     def poll(self, now_s: float) -> ScaleActions:
-        for worker_id in self.tracker.expire(now_s):
+        poll = self.loop.poll(now_s)
+        for worker_id in poll.expired:
             self.launcher.stop(worker_id)  # crashed, hung or never started: whatever is left of it goes
-        state = self.tracker.state(now_s)
-        started = time.perf_counter()
-        actions = self.policy.step(state, now_s)
-        metrics.PLANNER_SOLVE.labels(SERVICE, self.policy.name).observe(time.perf_counter() - started)
-        if not actions:
-            return actions
-        self.apply(actions)
-        self.tracker.expect(actions, now_s)
-        plan = to_fleet_plan(state, self.policy.catalogue, actions)
-        message = to_message(plan, planner=SERVICE, now=now_s)
+        metrics.PLANNER_SOLVE.labels(SERVICE, self.loop.policy.name).observe(poll.decision_s)
+        if poll.plan is None:
+            return poll.actions
+        self.apply(poll.actions, poll.state)
+        message = to_message(poll.plan, planner=SERVICE, now=now_s)
         self.producer.send(topics.PLANS, key=b"fleet", value=message.model_dump_json().encode())
         metrics.PLANS.labels(SERVICE, message.status).inc()
-        if plan.cost_per_hour is not None:
-            metrics.FLEET_COST.labels("fleet").set(plan.cost_per_hour)
-        return actions
+        if poll.plan.cost_per_hour is not None:
+            metrics.FLEET_COST.labels("fleet").set(poll.plan.cost_per_hour)
+        return poll.actions
 
-    def apply(self, actions: ScaleActions) -> None:
+    def apply(self, actions: ScaleActions, state: AutoscaleState) -> None:
         """Stops and unloads first, then starts and loads, as the policy's contract says."""
-        devices = {worker_id: worker.device for worker_id, worker in self.tracker.workers.items()}
+        devices = {worker.worker_id: worker.device for worker in state.workers}
         for unload in actions.unloads:
             self._command(UnloadVariant(worker_id=unload.worker_id, variant=unload.variant),
                           devices.get(unload.worker_id, "unknown"), unload.reason)
@@ -132,6 +124,7 @@ def main() -> None:
     # the policy sizes instances with the same share of the SLO as the monitor judges them by
     policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings),
                              model=GreedyConfig(latency_budget=settings.infaas_latency_budget))
+    loop = AutoscaleLoop(policy, config=MonitorConfig.from_settings(settings), timer=time.perf_counter)
     load_stats = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.autoscaler",
                                auto_offset_reset="latest")
     load_stats.partitions_for_topic(topics.LOAD_STATS)
@@ -142,7 +135,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with LocalLauncher(dict(os.environ), settings.var_dir / "logs" / "autoscaler") as launcher:
         workers = LocalWorkerLauncher(launcher, settings, metrics_port_base=settings.autoscaler_worker_port_base)
-        autoscaler = Autoscaler(settings, policy, workers, producer)
+        autoscaler = Autoscaler(loop, workers, producer)
         next_poll = time.time()
         try:
             while not stop.is_set():
@@ -163,8 +156,8 @@ def main() -> None:
 def feed(autoscaler: Autoscaler, producer: KafkaProducer, record, is_event: bool) -> None:
     try:
         if is_event:
-            autoscaler.tracker.on_worker_event(worker_event_adapter.validate_json(record.value), time.time())
+            autoscaler.loop.on_worker_event(worker_event_adapter.validate_json(record.value), time.time())
         else:
-            autoscaler.tracker.on_load_statistics(LoadStatistics.model_validate_json(record.value))
+            autoscaler.loop.on_load_statistics(LoadStatistics.model_validate_json(record.value))
     except ValidationError as exc:
         send_dead_letter(producer, record, describe_validation_error(exc), service=SERVICE)

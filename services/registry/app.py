@@ -9,7 +9,7 @@ once its reply is acknowledged.
 
 A second thread follows ``meridian.worker-events`` (no consumer group, from the latest offset) and every
 monitoring window (``MERIDIAN_INFAAS_MONITOR_WINDOW_S``, 2 s) writes per-instance QPS, latency, state and
-per-worker utilization to the metadata store (`shared.infaas.monitor`, through `services.registry.monitor`).
+per-worker utilization to the metadata store (`shared.infaas.monitor`, through `shared.infaas.daemon`).
 
 At start it seeds the store with the scheduler's catalogue (``MERIDIAN_PROFILE_SOURCES``, previously
 registered models) and ``MERIDIAN_APPLICATIONS``, so the store is the one source of profiles.
@@ -32,7 +32,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from pydantic import ValidationError
 
 from schemas import MAX_MODEL_BYTES, MAX_VALIDATION_BYTES, RegisterModel, RegistrationReply, worker_event_adapter
-from services.registry.monitor import InstanceMonitor
+from shared.infaas.daemon import InstanceMonitor
 from services.registry.registrar import REGISTERED_SUBDIR, RegistrarConfig, register_model
 from services.registry.validation import RegistrationRejected
 from shared import metrics

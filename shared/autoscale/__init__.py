@@ -10,7 +10,10 @@
 * `autoscaler` - `InfaasAutoscaler`, both levels behind one `step(state, now_s)` polled every second;
 * `baselines` - Clipper+ (static, provisioned for peak) and SM+ (horizontal only);
 * `cost` - $/h of a fleet, $ and $ per 1,000 queries over a period, the fleet as a `FleetPlan`;
-* `registry` - the autoscalers by name.
+* `registry` - the autoscalers by name;
+* `tracker` - the fleet as the autoscaler sees it, from worker events and load statistics;
+* `loop` - `AutoscaleLoop`, tracker plus policy: the control loop the service and the simulator run;
+* `fluid` - `settle`, where the greedy settles for a steady load without queues or delays.
 """
 from shared.autoscale.autoscaler import BaseAutoscaler, InfaasAutoscaler
 from shared.autoscale.baselines import (

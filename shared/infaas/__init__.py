@@ -5,7 +5,9 @@
 * `metadata` - the `MetadataStore` interface and its in-memory implementation (on Redis:
   `shared.adapters.infaas_store`);
 * `select` - getVariant (Algorithm 1) on a `VariantIndex`, and the brute-force reference;
-* `dispatch` - `InfaasDispatch`, getVariant as the scheduler's `DispatchPolicy`.
+* `dispatch` - `InfaasDispatch`, getVariant as the scheduler's `DispatchPolicy`;
+* `monitor` - `InfaasMonitor`, window statistics and Fig. 4 states fed by events;
+* `daemon` - `InstanceMonitor`, the monitoring daemon: worker events to the monitor, snapshots to the store.
 """
 from shared.infaas.dispatch import InfaasDispatch
 from shared.infaas.metadata import InMemoryMetadataStore, MetadataStore

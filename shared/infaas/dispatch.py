@@ -10,8 +10,10 @@ loaded means the shortest predicted busy time, then fewest inflight batches, the
   the worker's and variant's max batch. If the worker is busy the query waits for it rather than take
   an Overloaded or Interfered instance.
 - **Inactive** match: the decision asks for the (worker, variant) to be loaded (`DispatchDecision.loads`,
-  once per ``reload_after_s`` while it is not loaded) and meanwhile serves the query on an idle worker
-  that has some candidate loaded (shortest profiled latency first).
+  once per ``reload_after_s`` while it is not loaded; never when the worker holds it already, as the
+  least-utilized worker of a type may when its instance is Overloaded or Interfered: a worker holds a
+  variant once) and meanwhile serves the query on an idle worker that has some candidate loaded
+  (shortest profiled latency first).
 - **Suggestion** / nothing matches: served the same way, on the closest loaded candidate.
 
 Static profiles are the catalogue's (the constructor's `ProfileSet`) plus whatever the metadata store
@@ -99,7 +101,7 @@ class InfaasDispatch(DispatchPolicy):
                 break
             if query.query_id in taken:
                 continue
-            target = self._target(query, fleet, free, selections, now_s, loads)
+            target = self._target(query, fleet, free, selections, now_s, loads, loaded)
             if target is None:
                 continue
             worker, variant, active = target
@@ -120,7 +122,8 @@ class InfaasDispatch(DispatchPolicy):
         return selection
 
     def _target(self, query: PendingQuery, fleet: FleetState, free: dict[str, WorkerView], selections: _Selections,
-                now_s: float, loads: list[tuple[str, str]]) -> tuple[WorkerView, str, bool] | None:
+                now_s: float, loads: list[tuple[str, str]],
+                loaded: set[tuple[str, str]]) -> tuple[WorkerView, str, bool] | None:
         """(worker, variant, whether it is the Active match), or None to keep the query waiting."""
         selection = self._select(query, fleet, selections)
         if selection.status is SelectionStatus.ACTIVE:
@@ -128,7 +131,7 @@ class InfaasDispatch(DispatchPolicy):
             return None if worker is None else (worker, selection.variant, True)
         if selection.status is SelectionStatus.INACTIVE:
             key = (selection.worker_id, selection.variant)
-            if now_s - self._loads_asked.get(key, -math.inf) >= self._reload_after_s:
+            if key not in loaded and now_s - self._loads_asked.get(key, -math.inf) >= self._reload_after_s:
                 self._loads_asked[key] = now_s
                 loads.append(key)
         fallback = self._loaded_fallback(query, free)

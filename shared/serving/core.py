@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from schemas import BatchFinished, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
 from shared.catalogue import Catalogue, QueryRejected, Resolution
-from shared.profiles.format import VariantProfile
 from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
+from shared.profiles.format import VariantProfile
 from shared.serving.queue import AdmissionQueue, Queued
 
 if TYPE_CHECKING:

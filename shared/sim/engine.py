@@ -14,13 +14,16 @@ the core does itself:
   load latency, and the workers the plan no longer wants stop once those have joined
   (make-before-break). Commands (an autoscaler's) are carried out as given. A stopped worker finishes
   the batch it runs. The controller hears every worker event the services would consume;
-- wake-ups: when the policy waits on purpose (`next_wakeup_s`), the core steps again at that time.
+- wake-ups: when the policy waits on purpose (`next_wakeup_s`), the core steps again at that time;
+- heartbeats (optional, ``heartbeat_interval_s``): each joined worker reports its loaded variants and
+  busy share every interval, as live workers do, to the core and the controller (for monitors that
+  judge workers by them).
 
 After every event the core steps once, exactly as the live scheduler does after every message.
 
 Events are ordered by ``(time, type, sequence)``: completions, then workers ready, then control, then
-arrivals, then wake-ups at the same instant, so a worker freed at ``t`` is visible to a query arriving
-at ``t``. Runs are deterministic for a seed.
+arrivals, then wake-ups, then heartbeats at the same instant, so a worker freed at ``t`` is visible to a
+query arriving at ``t``. Runs are deterministic for a seed.
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ class EventType(IntEnum):
     CONTROL = 2
     ARRIVAL = 3
     WAKEUP = 4
+    HEARTBEAT = 5
 
 
 class SimStatus(str, Enum):
@@ -171,6 +175,7 @@ def simulate(
     seed: int | None = None,
     stop: StopRule | None = None,
     end_s: float | None = None,
+    heartbeat_interval_s: float | None = None,
 ) -> SimResult:
     """Serve ``workloads`` with ``policy`` on ``workers`` (joined at time 0), re-planned by ``controller``.
 
@@ -185,10 +190,13 @@ def simulate(
     service_factor : slows a worker's batches down at times (a noisy neighbour).
     seed : drives sampled service times.
     end_s : stop the run then (default: when nothing is left to happen); later events never happen.
+    heartbeat_interval_s : each joined worker heartbeats this often, until the last control (default: only
+        when it joins).
     """
     return Simulation(workloads, workers, policy, profiles, service=service, controller=controller,
                       control_interval_s=control_interval_s, config=config, startup_s=startup_s,
-                      service_factor=service_factor, seed=seed, stop=stop, end_s=end_s).run()
+                      service_factor=service_factor, seed=seed, stop=stop, end_s=end_s,
+                      heartbeat_interval_s=heartbeat_interval_s).run()
 
 
 @dataclass(slots=True)
@@ -205,6 +213,10 @@ class _Worker:
     #: the plan wants it gone: it stops when its current batch ends
     stopping: bool = False
     stopped_s: float | None = None
+    #: seconds spent on batches, and its value and the time at the previous heartbeat
+    busy_s: float = 0.0
+    beat_busy_s: float = 0.0
+    beat_at_s: float = 0.0
 
 
 class Simulation:
@@ -215,7 +227,8 @@ class Simulation:
                  controller: FleetController | None = None, control_interval_s: float = 1.0,
                  config: CoreConfig | None = None, startup_s: Mapping[str, float] | None = None,
                  service_factor: ServiceFactor | None = None, seed: int | None = None,
-                 stop: StopRule | None = None, end_s: float | None = None) -> None:
+                 stop: StopRule | None = None, end_s: float | None = None,
+                 heartbeat_interval_s: float | None = None) -> None:
         if isinstance(workloads, Workload):
             workloads = [workloads]
         if not workloads:
@@ -226,6 +239,8 @@ class Simulation:
             raise ValueError("give `workers`, or a `controller` whose plans start some")
         if not control_interval_s > 0:
             raise ValueError(f"`control_interval_s` must be > 0, got {control_interval_s}")
+        if heartbeat_interval_s is not None and not heartbeat_interval_s > 0:
+            raise ValueError(f"`heartbeat_interval_s` must be > 0, got {heartbeat_interval_s}")
         arrival = np.concatenate([w.arrival_s for w in workloads])
         source = np.concatenate([np.full(len(w), k) for k, w in enumerate(workloads)])
         order = np.argsort(arrival, kind="stable")
@@ -244,6 +259,9 @@ class Simulation:
         self.service = service or ProfileServiceTime(profiles)
         self.controller = controller
         self.interval = control_interval_s
+        self.heartbeat_interval = heartbeat_interval_s
+        #: the last control happens by then; so does the last heartbeat
+        self.end_control = float(self.arrival[-1]) + self.interval if len(self.arrival) else 0.0
         self.startup = {d.name: d.startup_s or 0.0 for d in profiles.devices} | dict(startup_s or {})
         self.service_factor = service_factor
         self.end_s = math.inf if end_s is None else end_s
@@ -276,17 +294,16 @@ class Simulation:
             self._push(float(self.arrival[0]), EventType.ARRIVAL, 0)
             if self.controller is not None:
                 self._push(min(0.0, float(self.arrival[0])), EventType.CONTROL, None)
-        end_control = float(self.arrival[-1]) + self.interval if len(self.arrival) else 0.0
         handlers = {EventType.COMPLETION: self._complete, EventType.READY: self._ready,
                     EventType.CONTROL: self._control, EventType.ARRIVAL: self._arrive,
-                    EventType.WAKEUP: lambda _: None}
+                    EventType.WAKEUP: lambda _: None, EventType.HEARTBEAT: self._heartbeat}
         status, message = SimStatus.COMPLETED, ""
         heap = self.heap
         while heap and heap[0][0] <= self.end_s:
             now, kind, _, payload = heapq.heappop(heap)
             self.now = now
             handlers[kind](payload)
-            if kind == EventType.CONTROL and now + self.interval <= end_control:
+            if kind == EventType.CONTROL and now + self.interval <= self.end_control:
                 self._push(now + self.interval, EventType.CONTROL, None)
             step = self.core.step()
             if step.dispatches or step.dropped or step.loads:
@@ -377,6 +394,7 @@ class Simulation:
             self.core.variant_changed(worker_id, job, loaded=True)
             self._tell(VariantLoaded.model_construct(worker_id=worker_id, variant=job, load_ms=service_ms, at=self.now))
         else:
+            worker.busy_s += service_ms / 1000.0
             for item in job.items:
                 i = int(item.pending.query_id)
                 self.finish_s[i] = self.now
@@ -422,6 +440,25 @@ class Simulation:
         self.starting.discard(worker_id)
         self._stop_once_started()
         self._next_job(worker)
+        if self.heartbeat_interval is not None:
+            worker.beat_busy_s, worker.beat_at_s = worker.busy_s, self.now
+            self._push(self.now + self.heartbeat_interval, EventType.HEARTBEAT, worker_id)
+
+    def _heartbeat(self, worker_id: str) -> None:
+        """A joined worker's periodic report: what it holds, and its busy share since the previous one."""
+        worker = self.workers[worker_id]
+        if worker.stopped_s is not None:
+            return
+        busy = min(1.0, (worker.busy_s - worker.beat_busy_s) / max(self.now - worker.beat_at_s, 1e-9))
+        worker.beat_busy_s, worker.beat_at_s = worker.busy_s, self.now
+        self.core.worker_seen(worker_id, device=worker.spec.device, emulated=True, variants=worker.placement.variants,
+                              max_batch=worker.spec.max_batch, incarnation=None)
+        self._tell(WorkerHeartbeat.model_construct(
+            worker_id=worker_id, incarnation=None, device=worker.spec.device, emulated=True,
+            variants=list(worker.placement.variants), max_batch=worker.spec.max_batch, inflight=int(worker.running),
+            busy_fraction=busy, price_per_hour=0.0, at=self.now))
+        if self.now + self.heartbeat_interval <= self.end_control:
+            self._push(self.now + self.heartbeat_interval, EventType.HEARTBEAT, worker_id)
 
     def _stop_once_started(self) -> None:
         """Make-before-break: the workers a plan gives up stop once all it started have joined."""
@@ -467,10 +504,13 @@ class Simulation:
         self._tell(VariantUnloaded.model_construct(worker_id=worker.spec.worker_id, variant=variant, at=self.now))
 
     def _max_batch(self, placement: Placement) -> int:
-        """A started worker takes the largest batch its device's peers take (the fleet's setting)."""
+        """A started worker takes the largest batch its device's peers take (the fleet's setting), else its
+        variants' largest; one started empty, as a live worker does by default, its device's largest."""
         peers = [w.spec.max_batch for w in self.order if w.spec.device == placement.device]
+        device = [p.max_batch for p in self.core.catalogue.profiles.variants if p.device == placement.device]
         return max(peers, default=max(
-            (self.core.catalogue.profile(v, placement.device).max_batch for v in placement.variants), default=1))
+            (self.core.catalogue.profile(v, placement.device).max_batch for v in placement.variants),
+            default=max(device, default=1)))
 
     def _stop(self, worker: _Worker) -> None:
         if worker.stopped_s is not None or worker.stopping:

@@ -19,7 +19,7 @@ from shared.autoscale import (
 )
 from shared.infaas.records import VariantRecord
 from shared.infaas.state import InstanceState
-from shared.sim.autoscaling import settle
+from shared.autoscale.fluid import settle
 
 CPU, GPU = ("m", "cpu-vm"), ("m", "gpu-vm")
 

@@ -1,11 +1,12 @@
-"""The autoscaler service's view of the fleet, from worker events and load statistics."""
+"""The autoscaler's view of the fleet (from worker events and load statistics) and its loop."""
 from __future__ import annotations
 
 import pytest
 
 from schemas import BatchFinished, LoadStatistics, VariantUnloaded, WorkerHeartbeat, WorkerStopped
-from services.autoscaler.tracker import FleetTracker
-from shared.autoscale import Application, Catalogue, InstanceSpec, ScaleActions, StartWorker, WorkerType
+from shared.autoscale.tracker import FleetTracker
+from shared.autoscale import Application, BaseAutoscaler, Catalogue, InstanceSpec, ScaleActions, StartWorker, WorkerType
+from shared.autoscale.loop import AutoscaleLoop
 from shared.infaas.monitor import MonitorConfig
 from shared.infaas.state import InstanceState
 from shared.profiles.format import ProfileSet
@@ -87,3 +88,37 @@ def test_instance_states_come_from_the_monitor_once_per_window(tracker) -> None:
     assert tracker.monitor.state(("w1", "efficientnet-lite0")) is InstanceState.INTERFERED
     tracker.on_worker_event(VariantUnloaded(worker_id="w1", variant="efficientnet-lite0", at=0.0), 2.5)
     assert tracker.monitor.state(("w1", "efficientnet-lite0")) is InstanceState.INACTIVE
+
+
+def test_an_instance_serves_the_application_it_was_loaded_for() -> None:
+    profiles = ProfileSet.load(REPO_ROOT / "profiles" / "efficientnet-lite.json")
+    apps = [Application("vision", "efficientnet-lite", 500.0), Application("vision-hq", "efficientnet-lite", 500.0,
+                                                                           accuracy_floor=0.775)]
+    tracker = FleetTracker(Catalogue.from_profiles(profiles, [WorkerType("cpu-1t", "cpu", 0.0425, {"vcpu": 2}, 5.0)],
+                                                   apps))
+    tracker.expect(ScaleActions(start=(StartWorker("as-1", "cpu-1t", (InstanceSpec("efficientnet-lite2",
+                                                                                   "vision-hq"),)),)), 0.0)
+    tracker.on_worker_event(heartbeat("as-1", ["efficientnet-lite2"]), 1.0)
+    tracker.on_worker_event(heartbeat("w2", ["efficientnet-lite2", "efficientnet-lite0"]), 1.0)
+    served = {w.worker_id: [(i.variant, i.application) for i in w.instances] for w in tracker.state(1.0).workers}
+    assert served == {"as-1": [("efficientnet-lite2", "vision-hq")],
+                      "w2": [("efficientnet-lite0", "vision"), ("efficientnet-lite2", "vision")]}, \
+        "asked for: its application; loaded unasked: the first it may serve"
+
+
+class Once(BaseAutoscaler):
+    name = "once"
+
+    def step(self, state, now_s):
+        return ScaleActions(start=(StartWorker("as-1", "cpu-1t", ()),)) if not state.workers else ScaleActions()
+
+
+def test_the_loop_expects_what_it_asked_for_and_gives_up_on_workers_that_never_come(tracker) -> None:
+    ticks = iter(range(100))
+    loop = AutoscaleLoop(Once(tracker.catalogue), silent_after_s=10.0, timer=lambda: next(ticks))
+    first = loop.poll(0.0)
+    assert [s.worker_id for s in first.actions.start] == ["as-1"] and first.decision_s == 1
+    assert first.plan is not None and first.plan.cost_per_hour == pytest.approx(0.0425)
+    second = loop.poll(1.0)
+    assert not second.actions and second.plan is None, "the booting worker counts: nothing asked twice"
+    assert loop.poll(16.0).expired == ("as-1",), "5 s to start plus 10 s of silence"

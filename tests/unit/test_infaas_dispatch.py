@@ -77,6 +77,16 @@ def test_inactive_choice_is_a_load_request_and_the_query_is_served_meanwhile():
     assert dispatch.decide(6.0, [query(2, slo=10.0)], workers).loads == (("w2", "fast"),), "asked again later"
 
 
+def test_a_variant_is_never_loaded_again_where_it_is_held_overloaded():
+    # `fast` is the Inactive choice: its only instance is Overloaded, on the least-utilized worker
+    dispatch = policy(states=[("fast", "w2", InstanceState.OVERLOADED)], utilization={"w1": 0.8, "w2": 0.1})
+    workers = [worker("w1", ["slow"], busy_ms=20.0), worker("w2", ["fast"])]
+    for now in (0.0, 6.0, 12.0):
+        decision = dispatch.decide(now, [query(0, slo=10.0)], workers)
+        assert decision.loads == (), "a reload would only stall the worker that holds it"
+        assert sent(decision) == {("0",): ("w2", "fast")}, "served there meanwhile"
+
+
 def test_batches_follow_the_head_while_latency_stays_within_every_slo():
     queue = [query(0), query(1), query(2, rows=4), query(3, slo=6.0), query(4, rows=4)]
     decision = policy().decide(0.0, queue, [worker("w1", ["fast"])])

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from schemas import BatchFinished, WorkerHeartbeat
-from services.autoscaler.tracker import FleetTracker
-from services.registry.monitor import InstanceMonitor
+from shared.autoscale.tracker import FleetTracker
+from shared.infaas.daemon import InstanceMonitor
 from shared.autoscale import Application, Catalogue, VariantOption, WorkerType
 from shared.infaas.metadata import InMemoryMetadataStore
 from shared.infaas.monitor import InfaasMonitor, MonitorConfig

@@ -16,7 +16,7 @@ from schemas import (
     WorkerHeartbeat,
     WorkerStopped,
 )
-from services.registry.monitor import InstanceMonitor
+from shared.infaas.daemon import InstanceMonitor
 from services.registry.registrar import RegistrarConfig, register_model
 from services.registry.validation import RegistrationRejected, validate_registration
 from shared.infaas import InMemoryMetadataStore, InstanceState, VariantRecord

@@ -198,3 +198,14 @@ def test_commands_load_and_unload_variants_on_named_workers_in_their_job_order()
     kinds = [(type(e).__name__, getattr(e, "variant", None), e.at) for e in controller.events]
     assert kinds == [("WorkerHeartbeat", None, 0.5), ("VariantUnloaded", "n", 1.0), ("VariantLoaded", "m", 1.5),
                      ("BatchFinished", "m", 3.01)]
+
+
+def test_workers_heartbeat_their_busy_share_until_the_last_control():
+    controller = Scripted()
+    # 10 ms batches: one in the first second, three in the second
+    load = Workload(np.array([0.5, 1.2, 1.4, 1.6]), np.ones(4, dtype=np.int64), "app", 5000.0, ("m",))
+    simulate(load, make_fleet({"d": 1}, ["m"], max_batch=10), FcfsDispatch(), two_variant_profiles(),
+             controller=controller, heartbeat_interval_s=1.0)
+    beats = [(e.at, e.busy_fraction, e.variants) for e in controller.events if type(e).__name__ == "WorkerHeartbeat"]
+    assert beats == [(0.0, 0.0, ["m"]), (1.0, pytest.approx(0.01), ["m"]), (2.0, pytest.approx(0.03), ["m"])], \
+        "one on joining, then one per second until the last control (1.6 s + 1 s)"

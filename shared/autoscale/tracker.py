@@ -1,9 +1,12 @@
 """The fleet as the autoscaler sees it, built from worker events and load statistics.
 
-Kept free of Kafka so it is unit-tested: the service feeds it messages and asks for an `AutoscaleState`
-once per poll. Which machines and instances exist is kept here: workers it asked for count from the
-moment it asked (booting, then loading), so one burst does not start a machine per poll. How each ready
-instance is doing (served rate, Fig. 4 state, worker utilization) comes from the one INFaaS monitor
+Pure: the autoscaler service and the simulator feed it the same messages (`shared.autoscale.loop`) and
+ask for an `AutoscaleState` once per poll. Which machines and instances exist is kept here: workers it
+asked for count from the moment it asked (booting, then loading), so one burst does not start a machine
+per poll. A worker holds each variant once (it is one process with a set of loaded variants); the
+instance serves the application it was asked for, or, loaded unasked (by the dispatcher, or before the
+autoscaler started), the first application it is eligible for. How each ready instance is doing (served
+rate, Fig. 4 state, worker utilization) comes from the one INFaaS monitor
 (`shared.infaas.monitor.InfaasMonitor`), keyed by ``(worker_id, variant)``.
 """
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schemas import BatchFinished, LoadStatistics, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
-from shared.autoscale import AutoscaleState, Catalogue, InstanceStatus, ScaleActions, WorkerStatus
+from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.state import AutoscaleState, InstanceStatus, ScaleActions, WorkerStatus
 from shared.infaas.monitor import InfaasMonitor, MonitorConfig, MonitorSnapshot
 from shared.infaas.state import InstanceState
 
@@ -23,6 +27,8 @@ class _Worker:
     last_seen_s: float
     #: variant -> ready (False while the load the autoscaler asked for is under way)
     variants: dict[str, bool] = field(default_factory=dict)
+    #: variant -> the application the autoscaler loaded it for
+    applications: dict[str, str] = field(default_factory=dict)
 
 
 class FleetTracker:
@@ -40,8 +46,11 @@ class FleetTracker:
         self.silent_after_s = silent_after_s
         self.workers: dict[str, _Worker] = {}
         self.demand_qps: dict[str, float] = {}
-        self._application_of_family = {a.family: a.name for a in catalogue.applications}
-        self._family_of_variant = {o.variant: o.record.family for o in catalogue.options}
+        #: (variant, device) -> the applications it may serve, in catalogue order
+        self._serves: dict[tuple[str, str], list[str]] = {}
+        for app in catalogue.applications:
+            for option in catalogue.eligible(app.name, self.monitor.config.latency_budget):
+                self._serves.setdefault(option.key, []).append(app.name)
 
     # -- inputs ---------------------------------------------------------------------------------
     def on_load_statistics(self, stats: LoadStatistics) -> None:
@@ -86,10 +95,13 @@ class FleetTracker:
                 self._unload(unload.worker_id, self.workers[unload.worker_id], unload.variant, now_s)
         for start in actions.start:
             self.workers[start.worker_id] = _Worker(start.device, False, now_s,
-                                                    variants={i.variant: False for i in start.instances})
+                                                    variants={i.variant: False for i in start.instances},
+                                                    applications={i.variant: i.application for i in start.instances})
         for load in actions.loads:
-            if load.worker_id in self.workers:
-                self.workers[load.worker_id].variants.setdefault(load.variant, False)
+            worker = self.workers.get(load.worker_id)
+            if worker is not None and load.variant not in worker.variants:
+                worker.variants[load.variant] = False
+                worker.applications[load.variant] = load.application
 
     # -- the state ------------------------------------------------------------------------------
     def expire(self, now_s: float) -> list[str]:
@@ -110,7 +122,7 @@ class FleetTracker:
     def _status(self, worker_id: str, worker: _Worker, snapshot: MonitorSnapshot) -> WorkerStatus:
         instances = []
         for variant, ready in sorted(worker.variants.items()):
-            application = self._application_of(variant)
+            application = self._application_of(worker, variant)
             if application is None:
                 continue
             report = snapshot.instances.get((worker_id, variant)) if ready else None
@@ -122,8 +134,12 @@ class FleetTracker:
                             utilization=seen.utilization if seen is not None else 0.0, instances=tuple(instances))
 
     # -- bookkeeping ----------------------------------------------------------------------------
-    def _application_of(self, variant: str) -> str | None:
-        return self._application_of_family.get(self._family_of_variant.get(variant, ""))
+    def _application_of(self, worker: _Worker, variant: str) -> str | None:
+        asked = worker.applications.get(variant)
+        if asked is not None:
+            return asked
+        serves = self._serves.get((variant, worker.device))
+        return serves[0] if serves else None
 
     def _ready(self, worker_id: str, worker: _Worker, variant: str, now_s: float) -> None:
         """The worker holds `variant`: the monitor watches it from now on (once)."""
@@ -131,7 +147,7 @@ class FleetTracker:
             return
         worker.variants[variant] = True
         option = self.catalogue.option.get((variant, worker.device))
-        application = self._application_of(variant)
+        application = self._application_of(worker, variant)
         slo_ms = self.catalogue.application[application].slo_ms if application is not None else None
         self.monitor.instance_loaded((worker_id, variant), now_s, worker_id=worker_id, variant=variant,
                                      device=worker.device, profile=option.record if option else None,
@@ -139,6 +155,7 @@ class FleetTracker:
 
     def _unload(self, worker_id: str, worker: _Worker, variant: str, now_s: float) -> None:
         worker.variants.pop(variant, None)
+        worker.applications.pop(variant, None)
         self.monitor.instance_unloaded((worker_id, variant), now_s)
 
     def _forget(self, worker_id: str, now_s: float) -> None:
