@@ -25,7 +25,7 @@ from services.worker_launcher import LocalWorkerLauncher, WorkerLauncher
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
-from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
+from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_producer
 from shared.autoscale import (
     Application,
     AutoscaleState,
@@ -111,11 +111,7 @@ class Autoscaler:
 
 def main() -> None:
     settings = Settings()
-    admin = make_admin(settings)
-    try:
-        topics.ensure_topics(admin, topics.core_topics(settings))
-    finally:
-        admin.close()
+    ensure_core_topics(settings)
     metrics.serve_metrics(settings.autoscaler_metrics_port, settings.bind_host)
     metrics.DEAD_LETTERS.labels(SERVICE)
     if settings.autoscaler_policy != "infaas":
