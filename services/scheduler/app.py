@@ -15,18 +15,15 @@ import asyncio
 import functools
 import secrets
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
 
 import faust
-from aiokafka import AIOKafkaConsumer
-from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from pydantic import BaseModel, ValidationError
 
-from schemas import AllocationPlan, HopTimestamps, LoadStatistics, LoadVariant, Query, Result, worker_event_adapter
+from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, worker_event_adapter
 from services.scheduler import messages
-from services.scheduler.setup import SERVICE, app_options
+from services.scheduler.load_window import LoadWindow
 from services.scheduler.policy_options import dispatch_options, follow_ramsis_generation
+from services.scheduler.setup import SERVICE, app_options, follow_topic
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import best_effort_id, dead_letter, describe_validation_error
@@ -37,7 +34,6 @@ from shared.serving import CoreConfig, SchedulerCore, Step
 from shared.settings import Settings
 
 STEP_INTERVAL_S = 0.05
-MAX_SIZES_PER_WINDOW = 20_000
 
 
 def make_core(settings: Settings, catalogue: Catalogue) -> SchedulerCore:
@@ -53,8 +49,7 @@ def build_app(settings: Settings) -> faust.App:
     results_topic = app.topic(topics.RESULTS, partitions=settings.result_partitions)
     dead_letter_topic = app.topic(topics.DEAD_LETTER)
     core = make_core(settings, Catalogue.from_settings(settings))
-    #: query sizes that arrived since the last load statistics, per application (bounded)
-    sizes_in_window: dict[str, deque[int]] = {}
+    load = LoadWindow(settings.load_stats_interval_s)
 
     @functools.lru_cache(maxsize=4096)
     def worker_topic(worker_id: str) -> faust.TopicT:
@@ -98,8 +93,7 @@ def build_app(settings: Settings) -> faust.App:
                 reason = describe_validation_error(exc)
                 rejection = messages.rejected(best_effort_id(raw), reason)
             else:
-                sizes_in_window.setdefault(query.application, deque(maxlen=MAX_SIZES_PER_WINDOW)).append(
-                    query.batch_size)
+                load.record(query.application, query.batch_size)
                 reason = core.admit(query, payload=query, ack_token=event)
                 rejection = None if reason is None else messages.rejected(
                     query.query_id, reason, application=query.application,
@@ -111,23 +105,7 @@ def build_app(settings: Settings) -> faust.App:
                 continue
             await act(core.step())
 
-    async def follow(topic: str, parse: Callable[[bytes], BaseModel], handle: Callable[[BaseModel], Awaitable[None]],
-                     **options: object) -> None:
-        """Read a whole topic with no consumer group; dead-letter what does not parse."""
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None, **options,
-                                    **credentials_to_aiokafka_auth(app.conf.broker_credentials))
-        await consumer.start()
-        try:
-            async for message in consumer:
-                try:
-                    parsed = parse(message.value)
-                except ValidationError as exc:
-                    await copy_to_dead_letters(message.value, describe_validation_error(exc), topic,
-                                               message.partition, message.offset)
-                    continue
-                await handle(parsed)
-        finally:
-            await consumer.stop()
+    follow = functools.partial(follow_topic, settings, app.conf.broker_credentials, on_invalid=copy_to_dead_letters)
 
     async def on_worker_event(event: BaseModel) -> None:
         core.on_worker_event(event)
@@ -159,15 +137,9 @@ def build_app(settings: Settings) -> faust.App:
 
     @app.timer(interval=settings.load_stats_interval_s)
     async def publish_load_statistics() -> None:
-        depth = core.depth_by_application()
-        stats_topic = app.topic(topics.LOAD_STATS)
-        for application in set(sizes_in_window) | set(depth):
-            sizes = sizes_in_window.pop(application, ())
-            stats = LoadStatistics(
-                application=application, window_s=settings.load_stats_interval_s,
-                arrival_rate_qps=len(sizes) / settings.load_stats_interval_s,
-                queue_depth=depth.get(application, 0), batch_sizes=list(sizes), at=time.time())
-            await stats_topic.send(key=application.encode(), value=stats.model_dump_json().encode())
+        for stats in load.close(core.depth_by_application(), time.time()):
+            await app.topic(topics.LOAD_STATS).send(key=stats.application.encode(),
+                                                    value=stats.model_dump_json().encode())
 
     if settings.scheduler_policy == "infaas":
         from services.scheduler.metadata_feed import follow_metadata_store

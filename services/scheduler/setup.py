@@ -1,14 +1,19 @@
-"""What the scheduler's faust app needs before it starts: its settings (the same ``MERIDIAN_KAFKA_*``
-security as every other client), its topics and its metrics endpoint."""
+"""The scheduler's Kafka plumbing: the faust app's settings (the same ``MERIDIAN_KAFKA_*`` security as
+every other client), its topics and metrics endpoint before it starts, and the group-less topic reader."""
 from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaConsumer
+from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+from pydantic import BaseModel, ValidationError
 
 from shared import metrics
+from shared.adapters.dead_letter import describe_validation_error
 from shared.adapters.kafka_io import ensure_core_topics
 from shared.settings import KafkaSecurity, Settings
 
@@ -48,3 +53,23 @@ def prepare(settings: Settings) -> None:
     metrics.DEAD_LETTERS.labels(SERVICE)  # series exist before the first event
     for application in settings.applications:
         metrics.QUEUE_DEPTH.labels(application).set(0)
+
+
+async def follow_topic(settings: Settings, credentials: faust.types.auth.CredentialsT | None, topic: str,
+                       parse: Callable[[bytes], BaseModel], handle: Callable[[BaseModel], Awaitable[None]], *,
+                       on_invalid: Callable[[bytes, str, str, int, int], Awaitable[None]], **options: Any) -> None:
+    """Read a whole topic with no consumer group; what does not parse goes to ``on_invalid`` with a reason."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None, **options,
+                                **credentials_to_aiokafka_auth(credentials))
+    await consumer.start()
+    try:
+        async for message in consumer:
+            try:
+                parsed = parse(message.value)
+            except ValidationError as exc:
+                await on_invalid(message.value, describe_validation_error(exc), topic, message.partition,
+                                 message.offset)
+                continue
+            await handle(parsed)
+    finally:
+        await consumer.stop()

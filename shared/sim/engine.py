@@ -318,7 +318,7 @@ class Simulation:
                 break
         left = len(self.core.queue)
         for item in list(self.core.queue.items.values()):
-            self.dropped[int(item.pending.query_id)] = "never dispatched: the run ended with it queued"
+            self.dropped[item.payload] = "never dispatched: the run ended with it queued"
         if status is SimStatus.COMPLETED and left:
             status, message = SimStatus.DIVERGED, f"{left} queries never dispatched"
         if not message:
@@ -336,7 +336,8 @@ class Simulation:
     # -- clients --------------------------------------------------------------------------------
     def _arrive(self, i: int) -> None:
         application, model, rows, slo_ms = self.query_fields[i]
-        reason = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms))
+        # the transport's own handle on a query: its index
+        reason = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms), payload=i)
         if reason is not None:
             self._drop(i, reason)
         self.counts[application] = self.counts.get(application, 0) + 1
@@ -350,7 +351,7 @@ class Simulation:
     # -- what the core decided ------------------------------------------------------------------
     def _carry_out(self, step: Step) -> None:
         for item, reason in step.dropped:
-            self._drop(int(item.pending.query_id), reason)
+            self._drop(item.payload, reason)
         for worker_id, variant in step.loads:
             self._enqueue(self.workers[worker_id], ("load", variant))
         for dispatch in step.dispatches:
@@ -380,7 +381,7 @@ class Simulation:
         if self.service_factor is not None:
             service_ms *= self.service_factor(worker.spec.worker_id, device, self.now)
         for item in job.items:
-            i = int(item.pending.query_id)
+            i = item.payload
             self.start_s[i] = self.now
             self.served_by[i] = worker.index
             self.variant_served[i] = job.variant
@@ -396,7 +397,7 @@ class Simulation:
         else:
             worker.busy_s += service_ms / 1000.0
             for item in job.items:
-                i = int(item.pending.query_id)
+                i = item.payload
                 self.finish_s[i] = self.now
                 if self.now > self.deadline_s[i]:
                     self.misses += 1

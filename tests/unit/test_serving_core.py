@@ -183,3 +183,15 @@ def test_a_restarted_worker_is_a_new_incarnation_and_its_old_batches_are_requeue
     core.event(heartbeat("w1").model_copy(update={"incarnation": "life2"}), 1.0)
     (again, _), = core.batches(1.0)
     assert [q.query_id for q in again.queries] == ["q1"] and again.incarnation == "life2"
+
+
+def test_the_load_window_reports_each_application_once_then_starts_empty() -> None:
+    from services.scheduler.load_window import LoadWindow
+
+    window = LoadWindow(2.0)
+    for rows in (1, 3, 2):
+        window.record("a", rows)
+    first = window.close({"a": 4, "b": 1}, 10.0)
+    assert [(s.application, s.arrival_rate_qps, s.queue_depth, s.batch_sizes) for s in first] == [
+        ("a", 1.5, 4, [1, 3, 2]), ("b", 0.0, 1, [])]
+    assert [(s.application, s.arrival_rate_qps) for s in window.close({}, 12.0)] == []
