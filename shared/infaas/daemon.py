@@ -1,8 +1,9 @@
 """The monitoring daemon of INFaaS (spec §4, checklist 9): worker events in, metadata store out.
 
 Workers here publish events instead of writing the metadata store themselves, so the registry service
-(live) and the simulator's INFaaS scenarios (virtual time) turn them into calls on the one INFaaS monitor (`shared.infaas.monitor.InfaasMonitor`): heartbeats say which
-variants each worker holds and how busy it is, finished batches their rows and compute time. Every
+(live) and the simulator's INFaaS scenarios (virtual time) turn them into calls on the one INFaaS
+monitor (`shared.infaas.monitor.InfaasMonitor`): heartbeats say which variants each worker holds and
+how busy it is, finished batches their rows and compute time. Every
 `flush` (every ~2 s) writes the monitor's snapshot, per-instance QPS, mean latency and Fig. 4 state and
 per-worker utilization, to the metadata store, and forgets workers stopped or silent. Time comes in as
 ``now_s``; nothing here reads a clock or Kafka.
