@@ -268,10 +268,11 @@ class Simulation:
         self.rng = np.random.default_rng(seed)
         self.stop = stop or StopRule()
         m = len(self.arrival)
-        self.start_s = np.full(m, np.nan)
-        self.finish_s = np.full(m, np.nan)
-        self.served_by = np.full(m, -1, dtype=np.int64)
-        self.variant_served = np.full(m, "", dtype=object)
+        #: per query, as lists while running (cheaper to set one by one than arrays)
+        self.start_s = [math.nan] * m
+        self.finish_s = [math.nan] * m
+        self.served_by = [-1] * m
+        self.variant_served = [""] * m
         self.dropped: dict[int, str] = {}
         self.misses = 0
         self.plans: list[tuple[float, FleetPlan]] = []
@@ -323,8 +324,9 @@ class Simulation:
             status, message = SimStatus.DIVERGED, f"{left} queries never dispatched"
         if not message:
             message = f"{len(self.arrival)} queries, {len(self.dropped)} not served, {len(self.plans)} plans applied"
-        return SimResult(status, message, self.application, self.slo_ms, self.arrival, self.start_s,
-                         self.finish_s, self.served_by, self.variant_served, self.dropped,
+        return SimResult(status, message, self.application, self.slo_ms, self.arrival, np.array(self.start_s),
+                         np.array(self.finish_s), np.array(self.served_by, dtype=np.int64),
+                         np.array(self.variant_served, dtype=object), self.dropped,
                          tuple(w.spec.worker_id for w in self.order), tuple(self.plans),
                          tuple(Lifetime(w.spec.worker_id, w.spec.device, w.requested_s, w.joined_s, w.stopped_s)
                                for w in self.order))
@@ -358,16 +360,19 @@ class Simulation:
             self._enqueue(self.workers[dispatch.worker_id], ("batch", dispatch))
 
     def _enqueue(self, worker: _Worker, job: tuple) -> None:
-        worker.jobs.append(job)
-        if not worker.running and not math.isnan(worker.joined_s):
-            self._next_job(worker)
+        if worker.running or math.isnan(worker.joined_s):
+            worker.jobs.append(job)
+        else:
+            self._run(worker, *job)
 
     def _next_job(self, worker: _Worker) -> None:
-        if not worker.jobs:
+        if worker.jobs:
+            self._run(worker, *worker.jobs.popleft())
+        else:
             worker.running = False
-            return
+
+    def _run(self, worker: _Worker, kind: str, job: Dispatch | str) -> None:
         worker.running = True
-        kind, job = worker.jobs.popleft()
         device = worker.spec.device
         if kind == "unload":
             self._unloaded(worker, job)
