@@ -437,17 +437,11 @@ class Simulation:
         if worker.stopped_s is not None:
             return  # stopped before it came up
         worker.joined_s = self.now
-        self.core.worker_seen(worker_id, device=worker.spec.device, emulated=True, variants=worker.placement.variants,
-                              max_batch=worker.spec.max_batch, incarnation=None)
-        self._tell(WorkerHeartbeat.model_construct(
-            worker_id=worker_id, incarnation=None, device=worker.spec.device, emulated=True,
-            variants=list(worker.placement.variants), max_batch=worker.spec.max_batch, inflight=0, busy_fraction=0.0,
-            price_per_hour=0.0, at=self.now))
+        self._beat(worker, busy_fraction=0.0)
         self.starting.discard(worker_id)
         self._stop_once_started()
         self._next_job(worker)
         if self.heartbeat_interval is not None:
-            worker.beat_busy_s, worker.beat_at_s = worker.busy_s, self.now
             self._push(self.now + self.heartbeat_interval, EventType.HEARTBEAT, worker_id)
 
     def _heartbeat(self, worker_id: str) -> None:
@@ -455,16 +449,20 @@ class Simulation:
         worker = self.workers[worker_id]
         if worker.stopped_s is not None:
             return
-        busy = min(1.0, (worker.busy_s - worker.beat_busy_s) / max(self.now - worker.beat_at_s, 1e-9))
-        worker.beat_busy_s, worker.beat_at_s = worker.busy_s, self.now
-        self.core.worker_seen(worker_id, device=worker.spec.device, emulated=True, variants=worker.placement.variants,
-                              max_batch=worker.spec.max_batch, incarnation=None)
-        self._tell(WorkerHeartbeat.model_construct(
-            worker_id=worker_id, incarnation=None, device=worker.spec.device, emulated=True,
-            variants=list(worker.placement.variants), max_batch=worker.spec.max_batch, inflight=int(worker.running),
-            busy_fraction=busy, price_per_hour=0.0, at=self.now))
+        self._beat(worker, min(1.0, (worker.busy_s - worker.beat_busy_s) / max(self.now - worker.beat_at_s, 1e-9)))
         if self.now + self.heartbeat_interval <= self.end_control:
             self._push(self.now + self.heartbeat_interval, EventType.HEARTBEAT, worker_id)
+
+    def _beat(self, worker: _Worker, busy_fraction: float) -> None:
+        """What a live worker's heartbeat carries, to the core and the controller."""
+        worker.beat_busy_s, worker.beat_at_s = worker.busy_s, self.now
+        spec = worker.spec
+        self.core.worker_seen(spec.worker_id, device=spec.device, emulated=True, variants=worker.placement.variants,
+                              max_batch=spec.max_batch, incarnation=None)
+        self._tell(WorkerHeartbeat.model_construct(
+            worker_id=spec.worker_id, incarnation=None, device=spec.device, emulated=True,
+            variants=list(worker.placement.variants), max_batch=spec.max_batch, inflight=int(worker.running),
+            busy_fraction=busy_fraction, price_per_hour=0.0, at=self.now))
 
     def _stop_once_started(self) -> None:
         """Make-before-break: the workers a plan gives up stop once all it started have joined."""
