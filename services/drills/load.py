@@ -29,6 +29,9 @@ class DrillOutcome(BaseModel):
     #: from the fault to the last disturbed result (not ``ok``, or slower than 3x the p99 before the
     #: fault); 0 when nothing was disturbed, None when queries were lost
     recovery_s: float | None
+    #: from the repair (the broken part healthy again) to the last disturbed result; 0 when the
+    #: disturbance ended before the repair, None when queries were lost or the drill repairs nothing
+    recovery_after_repair_s: float | None = None
     #: answered within their SLO, of those sent
     within_slo_fraction: float
     notes: dict[str, int | float | str] = Field(default_factory=dict)
@@ -61,9 +64,10 @@ class SteadyLoad:
 
 
 def run_drill(settings: Settings, make_query: Callable[[], Query], *, rate_qps: float, duration_s: float,
-              fault_at_s: float, inject: Callable[[], None], settle_s: float = 60.0) -> DrillOutcome:
-    """Drive the load, call ``inject`` (which may block while the fault lasts) at ``fault_at_s``, then wait
-    up to ``settle_s`` after the last send for every final result."""
+              fault_at_s: float, inject: Callable[[], float | None], settle_s: float = 60.0) -> DrillOutcome:
+    """Drive the load, call ``inject`` (which may block while the fault lasts, and returns when the broken
+    part was healthy again, if it repairs one) at ``fault_at_s``, then wait up to ``settle_s`` after the
+    last send for every final result."""
     received: dict[str, float] = {}
     with MeridianClient(settings, on_result=lambda result, at: received.setdefault(result.query_id, at)) as client:
         load = SteadyLoad(client, make_query, rate_qps, duration_s)
@@ -71,16 +75,17 @@ def run_drill(settings: Settings, make_query: Callable[[], Query], *, rate_qps: 
         sender.start()
         time.sleep(fault_at_s)
         fault_s = time.time()
-        inject()
+        repaired_s = inject()
         sender.join()
         client.wait_for(list(load.sent_at), timeout_s=settle_s)
         results = {qid: result for qid, (result, _) in client.results.items() if qid in load.sent_at}
         duplicates = client.duplicates
-    return summarize(load.sent_at, load.slo_ms, results, received, duplicates, fault_s)
+    return summarize(load.sent_at, load.slo_ms, results, received, duplicates, fault_s, repaired_s)
 
 
 def summarize(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict[str, Result],
-              received: dict[str, float], duplicates: int, fault_s: float) -> DrillOutcome:
+              received: dict[str, float], duplicates: int, fault_s: float,
+              repaired_s: float | None = None) -> DrillOutcome:
     """The ledger as counts (pure, so it is unit-tested).
 
     Examples
@@ -100,11 +105,14 @@ def summarize(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict
     threshold_s = max(0.1, 3 * float(np.quantile(normal, 0.99))) if normal else 0.1
     disturbed = [received[qid] for qid, r in results.items() if qid in received and received[qid] >= fault_s
                  and (r.status is not ResultStatus.OK or latency_s[qid] > threshold_s)]
-    recovery_s = None if len(results) < len(sent_at) else round(max(disturbed, default=fault_s) - fault_s, 3)
+    last_disturbed = max(disturbed, default=fault_s)
+    recovery_s = None if len(results) < len(sent_at) else round(last_disturbed - fault_s, 3)
+    after_repair = (None if recovery_s is None or repaired_s is None
+                    else round(max(0.0, last_disturbed - repaired_s), 3))
     in_slo = sum(1 for qid, r in results.items() if r.status is ResultStatus.OK and qid in received
                  and (received[qid] - sent_at[qid]) * 1000.0 <= slo_ms[qid])
     return DrillOutcome(
         sent=len(sent_at), answered=statuses.count(ResultStatus.OK), dropped=statuses.count(ResultStatus.DROPPED),
         rejected=statuses.count(ResultStatus.REJECTED), errors=statuses.count(ResultStatus.ERROR),
         lost=len(sent_at) - len(results), duplicates_seen_by_client=duplicates, recovery_s=recovery_s,
-        within_slo_fraction=round(in_slo / len(sent_at), 4) if sent_at else 0.0)
+        recovery_after_repair_s=after_repair, within_slo_fraction=round(in_slo / len(sent_at), 4) if sent_at else 0.0)

@@ -21,6 +21,11 @@ def security_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
+#: kafka-python backs off reconnecting exponentially up to 30 s by default, so a client could sleep through
+#: most of a broker's restart; capped at 1 s, it is connected again within a second of the broker's return
+RECONNECT_OPTIONS: dict[str, Any] = {"reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 1000}
+
+
 def make_admin(settings: Settings) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=10_000,
                             **security_options(settings))
@@ -45,6 +50,7 @@ def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         retries=2**31 - 1,
         max_in_flight_requests_per_connection=5,
         max_request_size=16 * 1024 * 1024,
+        **RECONNECT_OPTIONS,
         **security_options(settings),
     )
     options.update(overrides)
@@ -64,6 +70,7 @@ def make_consumer(settings: Settings, *topics: str, group_id: str | None, **over
         fetch_max_bytes=64 * 1024 * 1024,
         session_timeout_ms=10_000,
         heartbeat_interval_ms=1_000,
+        **RECONNECT_OPTIONS,
         **security_options(settings),
     )
     options.update(overrides)

@@ -23,6 +23,16 @@ def test_recovery_ends_with_the_last_disturbed_result() -> None:
     assert (out.dropped, out.duplicates_seen_by_client, out.within_slo_fraction) == (1, 2, 0.75)
 
 
+def test_recovery_after_repair_counts_from_the_repair_and_never_below_zero() -> None:
+    sent = {"a": 0.0, "b": 2.0, "c": 3.0}
+    results = {"a": result("a"), "b": result("b", ResultStatus.DROPPED), "c": result("c")}
+    received = {"a": 0.1, "b": 6.0, "c": 3.1}
+    slo = dict.fromkeys(sent, 500.0)
+    assert summarize(sent, slo, results, received, 0, 1.0, repaired_s=4.0).recovery_after_repair_s == 2.0
+    assert summarize(sent, slo, results, received, 0, 1.0, repaired_s=7.0).recovery_after_repair_s == 0.0
+    assert summarize(sent, slo, results, received, 0, 1.0).recovery_after_repair_s is None
+
+
 def test_nothing_disturbed_means_zero_recovery() -> None:
     sent = {"a": 0.0, "b": 2.0}
     out = summarize(sent, dict.fromkeys(sent, 500.0), {q: result(q) for q in sent}, {"a": 0.1, "b": 2.1}, 0, 1.0)
