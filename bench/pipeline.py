@@ -1,8 +1,13 @@
-"""``make bench-pipeline``: what the Kafka pipeline adds over model compute, and the scheduler's ceiling.
+"""``make bench-pipeline``: what the Kafka pipeline adds over model compute, goodput under overload, and
+the scheduler's ceiling.
 
-1. Added latency at 200 queries/s with two real onnxruntime workers: per query, (result received by the
-   client - client send) - (compute finished - compute started); p50 and p99.
-2. Scheduler ceiling: offered rates rise step by step with workers that emulate the measured CPU profile
+1. Added latency at 200 and at 1,000 queries/s with two real onnxruntime workers: per query, (result
+   received by the client - client send) - (compute finished - compute started); p50 and p99.
+2. Overload: three times one emulated worker's measured capacity for a minute (the ``overload`` fault
+   drill): goodput (``ok`` within SLO per second, at the client) against that capacity, the late share
+   of answers, drops, the scheduler's memory and consumer lag, per second; drawn into
+   ``bench/results/pipeline.png``.
+3. Scheduler ceiling: offered rates rise step by step with workers that emulate the measured CPU profile
    (no payload), until the scheduler no longer keeps up: a rate is sustained when answers arrive at >= 95%
    of the rate actually sent and queries entering in the last quarter of the step waited in the scheduler
    no longer (p50) than 50 ms. ``scheduler_max_qps`` is the highest sustained rate.
@@ -17,8 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import write_result
+from bench.common import RESULTS_DIR, write_result
 from schemas import Query, ResultStatus
+from services.drills.load import DrillOutcome
+from services.drills.scenarios import DRILLS, DrillConfig
 from services.launcher import LocalLauncher
 from services.stack import LocalStack
 from shared.adapters.client import MeridianClient
@@ -59,28 +66,73 @@ def warm_up(client: MeridianClient, *, rows: np.ndarray | None, model: str) -> N
 
 
 def added_latency(stack: LocalStack, launcher: LocalLauncher, variants: list[str], rows: np.ndarray,
-                  duration_s: float) -> dict[str, float]:
+                  duration_s: float, rates: tuple[float, ...]) -> dict[float, dict[str, float]]:
     scheduler = launcher.start_scheduler(metrics_port=29301)
     for index in range(2):
         launcher.start_worker(f"bench-real-{index}", variants=variants[:1], metrics_port=29302 + index)
     launcher.wait_for_workers(scheduler, 2, timeout_s=120)
+    per_rate = {}
     with MeridianClient(stack.settings()) as client:
         warm_up(client, rows=rows, model=variants[0])
-        sent, _ = send_poisson(client, 200.0, duration_s, rows=rows, rng=np.random.default_rng(2), model=variants[0])
-        client.wait_for(sent, timeout_s=60)
-        added = []
-        for query_id in sent:
-            if query_id not in client.results:
-                continue
-            result, received = client.results[query_id]
-            stamps = result.timestamps
-            if result.status is ResultStatus.OK:
-                added.append((received - stamps.client_sent) - (stamps.compute_finished - stamps.compute_started))
+        for index, rate in enumerate(rates):
+            sent, _ = send_poisson(client, rate, duration_s, rows=rows, rng=np.random.default_rng(2 + index),
+                                   model=variants[0])
+            client.wait_for(sent, timeout_s=60)
+            added = []
+            for query_id in sent:
+                if query_id not in client.results:
+                    continue
+                result, received = client.results[query_id]
+                stamps = result.timestamps
+                if result.status is ResultStatus.OK:
+                    added.append((received - stamps.client_sent) - (stamps.compute_finished - stamps.compute_started))
+            added_ms = np.array(added) * 1000.0
+            per_rate[rate] = {"p50_ms": round(float(np.percentile(added_ms, 50)), 3),
+                              "p99_ms": round(float(np.percentile(added_ms, 99)), 3),
+                              "answered_ok": len(added), "sent": len(sent)}
+            print(f"added latency at {rate:g} q/s: {per_rate[rate]}", flush=True)
     launcher.stop_all()
-    added_ms = np.array(added) * 1000.0
-    return {"added_latency_ms_p50": round(float(np.percentile(added_ms, 50)), 3),
-            "added_latency_ms_p99": round(float(np.percentile(added_ms, 99)), 3),
-            "added_latency_answered": len(added), "added_latency_sent": len(sent)}
+    return per_rate
+
+
+def overload(stack: LocalStack, log_dir: Path, duration_s: float) -> DrillOutcome:
+    outcome = DRILLS["overload"](stack, log_dir, 29321, DrillConfig(duration_s=duration_s, slo_ms=1000.0,
+                                                                     settle_s=120.0))
+    notes = outcome.notes
+    print(f"overload: capacity {notes['capacity_qps']} q/s, goodput {notes['goodput_qps']} q/s "
+          f"(ratio {notes['goodput_ratio']}), late {notes['late_ratio']}, dropped {outcome.dropped}", flush=True)
+    for k, t in enumerate(outcome.series["t_s"]):
+        print(f"  t={t:4.0f}s sent {outcome.series['sent'][k]:4d} good {outcome.series['goodput'][k]:4d} "
+              f"late {outcome.series['late'][k]:3d} dropped {outcome.series['dropped'][k]:4d}", flush=True)
+    return outcome
+
+
+def plot_overload(outcome: DrillOutcome, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series, notes = outcome.series, outcome.notes
+    fig, (rates, state) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
+    for name, style in (("sent", ":"), ("goodput", "-"), ("late", "--"), ("dropped", "-.")):
+        rates.plot(series["t_s"], series[name], style, label=name)
+    rates.axhline(notes["capacity_qps"], color="grey", lw=0.8, label="one worker's capacity")
+    rates.set_ylabel("queries per second")
+    rates.set_title(f"3x overload of one emulated worker ({notes['emulated_device']}), SLO 1 s")
+    rates.legend(fontsize=8, ncol=3)
+    state.plot(series["sample_t_s"], series["queue_depth"], label="scheduler queue depth")
+    state.plot(series["sample_t_s"], series["lag_messages"], label="scheduler consumer lag (messages)")
+    state.set_ylabel("queries")
+    memory = state.twinx()
+    memory.plot(series["sample_t_s"], series["rss_mb"], color="black", lw=0.8, label="scheduler RSS (MB)")
+    memory.set_ylabel("MB")
+    state.set_xlabel("seconds since the first send")
+    state.legend(fontsize=8, loc="upper left")
+    memory.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def scheduler_ceiling(stack: LocalStack, launcher: LocalLauncher, variant: str, rates: list[float],
@@ -121,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of the 200 q/s run")
     parser.add_argument("--step", type=float, default=8.0, help="seconds per rate step")
+    parser.add_argument("--overload", type=float, default=60.0, help="seconds of the 3x overload")
     parser.add_argument("--rates", default="500,1000,1500,2000,3000,4000,5000,6000")
     args = parser.parse_args(argv)
     settings = Settings()
@@ -130,15 +183,26 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="meridian-bench-") as tmp:
         with LocalStack(var_dir=Path(tmp), kafka_port=29092, redis_port=26379) as stack:
             with LocalLauncher(stack.env, Path(tmp) / "logs") as launcher:
-                latency = added_latency(stack, launcher, variants, rows, args.duration)
+                latency = added_latency(stack, launcher, variants, rows, args.duration, (200.0, 1000.0))
                 best, steps = scheduler_ceiling(stack, launcher, variants[0],
                                                 [float(r) for r in args.rates.split(",")], args.step)
+            overloaded = overload(stack, Path(tmp) / "overload", args.overload)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    plot_overload(overloaded, RESULTS_DIR / "pipeline.png")
+    notes = overloaded.notes
     write_result("pipeline", {
-        **{k: latency[k] for k in ("added_latency_ms_p50", "added_latency_ms_p99")},
+        "added_latency_ms_p50": latency[200.0]["p50_ms"], "added_latency_ms_p99": latency[200.0]["p99_ms"],
+        "added_latency_ms_p99_1000qps": latency[1000.0]["p99_ms"],
         "scheduler_max_qps": best,
-        "targets": {"added_latency_ms_p50": 3.0, "added_latency_ms_p99": 10.0, "scheduler_max_qps": 3000},
-        "details": {"added_latency": latency, "ceiling_steps": steps, "variant": variants[0],
-                    "workers": "2 real onnxruntime (latency); 2 emulating cpu-1t from its measured profile (ceiling)"},
+        "overload_capacity_qps": notes["capacity_qps"], "overload_goodput_qps": notes["goodput_qps"],
+        "overload_goodput_ratio": notes["goodput_ratio"], "overload_late_ratio": notes["late_ratio"],
+        "targets": {"added_latency_ms_p50": 3.0, "added_latency_ms_p99": 10.0, "added_latency_ms_p99_1000qps": 20.0,
+                    "scheduler_max_qps": 3000, "overload_goodput_ratio": 0.9, "overload_late_ratio": 0.01},
+        "details": {"added_latency": {f"{rate:g}_qps": row for rate, row in latency.items()}, "ceiling_steps": steps,
+                    "variant": variants[0], "overload": overloaded.model_dump(exclude={"series"}),
+                    "overload_per_second": overloaded.series, "figure": "bench/results/pipeline.png",
+                    "workers": "2 real onnxruntime (latency); 2 emulating cpu-1t from its measured profile (ceiling); "
+                               "1 emulating cpu-1t efficientnet-lite0, max batch 1 (overload)"},
     })
 
 

@@ -36,7 +36,8 @@ MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 #: the most rows one query may carry
 MAX_QUERY_ROWS = 4096
 
-Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$")]
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$"
+Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=IDENTIFIER_PATTERN)]
 Seconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 _DTYPE_SIZES = {"float32": 4, "float16": 2, "int64": 8, "int32": 4, "uint8": 1}
@@ -46,6 +47,11 @@ class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: Literal[1] = SCHEMA_VERSION
+
+
+def _mib(size: int) -> str:
+    """``5452595`` -> ``5.2 MiB``."""
+    return f"{size / 2**20:.3g} MiB"
 
 
 class TensorPayload(BaseModel):
@@ -63,7 +69,7 @@ class TensorPayload(BaseModel):
         expected = math.prod(self.shape) * _DTYPE_SIZES[self.dtype]
         carried = len(self.data_b64) * 3 // 4
         if max(expected, carried) > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"payload of {max(expected, carried)} bytes exceeds the {MAX_PAYLOAD_BYTES}-byte limit")
+            raise ValueError(f"payload {_mib(max(expected, carried))} exceeds the {_mib(MAX_PAYLOAD_BYTES)} limit")
         try:
             decoded = len(base64.b64decode(self.data_b64, validate=True))
         except binascii.Error as exc:
@@ -121,9 +127,16 @@ class HopTimestamps(BaseModel):
 
 
 class Result(_Message):
-    """The one final answer to a query (clients drop repeats by ``query_id``)."""
+    """The one final answer to a query (clients drop repeats by ``query_id``).
+
+    A message refused without a query id of its own (it does not parse, or repeats another query's id) is
+    answered under its position, ``<topic>/<partition>/<offset>``, which no query id can equal, so that
+    no sender can spoil another client's answer; the id it claimed is only a hint.
+    """
 
     query_id: str = Field(max_length=256)
+    #: for an answer under a message's position: the query id the message claimed, if any
+    claimed_query_id: str | None = Field(default=None, max_length=256)
     application: str | None = Field(default=None, max_length=256)
     status: ResultStatus
     variant: str | None = None
@@ -154,6 +167,9 @@ class QueryWork(BaseModel):
     timestamps: HopTimestamps
     #: copied into the query's result (see ``Result.note``)
     note: str | None = None
+    #: unix seconds after which its answer is useless: a worker that has not started it by then answers
+    #: it ``dropped`` instead of computing it
+    deadline_at: float | None = None
 
 
 class DispatchBatch(_Message):

@@ -48,9 +48,16 @@ class Settings(BaseSettings):
     #: the materials folder beside the checkout: ``data/`` (the Kairos authors' measurements, traces) and
     #: ``specs/``; read in place, never copied into the repository
     materials_dir: Path = REPO_ROOT.parent / "shared"
-    #: queries still queued this many SLOs after arrival are dropped explicitly (1: once they can no longer
-    #: meet their deadline; answering them late would only delay the queries behind them)
+    #: a query's deadline is its client's ``sent_at`` plus this many SLOs; it is dropped explicitly once it
+    #: can no longer make it (answering it late would only delay the queries behind it)
     drop_after_slo_multiple: float = Field(default=1.0, gt=0.0)
+    #: the part of an SLO kept for carrying the answer from the worker to the client over Kafka
+    delivery_margin_ms: float = Field(default=20.0, ge=0.0)
+    #: clients and services share one time domain (NTP): a query's ``sent_at`` more than this ahead of the
+    #: scheduler's clock, or this far off its Kafka record's timestamp, is rejected
+    max_clock_skew_s: float = Field(default=5.0, gt=0.0)
+    #: a query id the scheduler admitted within this many seconds is answered once; a repeat is rejected
+    duplicate_window_s: float = Field(default=600.0, gt=0.0)
     #: seconds between worker heartbeats; a worker silent for 3 of them is considered gone
     heartbeat_interval_s: float = Field(default=1.0, gt=0.0)
     load_stats_interval_s: float = Field(default=2.0, gt=0.0)

@@ -6,6 +6,9 @@
 #   SASL/SCRAM: with MERIDIAN_KAFKA_SASL_PORT, MERIDIAN_KAFKA_SASL_USERNAME and MERIDIAN_KAFKA_SASL_PASSWORD
 #   set, a SASL_PLAINTEXT listener (SCRAM-SHA-256) is added on that port and the user is created when the
 #   storage is formatted. The PLAINTEXT listener stays for the broker's own health check and replication.
+#   ACLs: with MERIDIAN_KAFKA_AUTHORIZER=1 as well, the broker enforces ACLs (KRaft's StandardAuthorizer):
+#   the SASL user and the PLAINTEXT listener's ANONYMOUS principal (loopback only) are super users, and
+#   the users of MERIDIAN_KAFKA_SCRAM_USERS ("name:password name:password") get only what ACLs grant.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -55,6 +58,13 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLA
 sasl.enabled.mechanisms=SCRAM-SHA-256
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 EOF
+  if [ "${MERIDIAN_KAFKA_AUTHORIZER:-0}" = 1 ]; then
+    cat >> "$1" <<EOF
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$MERIDIAN_KAFKA_SASL_USERNAME
+allow.everyone.if.no.acl.found=false
+EOF
+  fi
 }
 
 start() {
@@ -67,6 +77,9 @@ start() {
   if [ -n "${MERIDIAN_KAFKA_SASL_PORT:-}" ]; then
     sasl_listener "$state/server.properties"
     scram=(--add-scram "SCRAM-SHA-256=[name=${MERIDIAN_KAFKA_SASL_USERNAME:?},password=${MERIDIAN_KAFKA_SASL_PASSWORD:?}]")
+    for user in ${MERIDIAN_KAFKA_SCRAM_USERS:-}; do
+      scram+=(--add-scram "SCRAM-SHA-256=[name=${user%%:*},password=${user#*:}]")
+    done
   fi
   if [ ! -f "$state/data/meta.properties" ]; then
     java_cmd kafka.tools.StorageTool format --standalone -t "$(java_cmd kafka.tools.StorageTool random-uuid)" \

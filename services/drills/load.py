@@ -32,9 +32,14 @@ class DrillOutcome(BaseModel):
     #: from the repair (the broken part healthy again) to the last disturbed result; 0 when the
     #: disturbance ended before the repair, None when queries were lost or the drill repairs nothing
     recovery_after_repair_s: float | None = None
+    #: answered ``ok`` but after their SLO, counted at the client
+    late: int = 0
     #: answered within their SLO, of those sent
     within_slo_fraction: float
     notes: dict[str, int | float | str] = Field(default_factory=dict)
+    #: per second since the first send, as the client saw it: ``t_s``, ``sent``, ``goodput`` (``ok``
+    #: within SLO, by the second received), ``late`` and ``dropped``; a drill may add its own samples
+    series: dict[str, list[float]] = Field(default_factory=dict)
 
 
 @dataclass
@@ -111,8 +116,41 @@ def summarize(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict
                     else round(max(0.0, last_disturbed - repaired_s), 3))
     in_slo = sum(1 for qid, r in results.items() if r.status is ResultStatus.OK and qid in received
                  and (received[qid] - sent_at[qid]) * 1000.0 <= slo_ms[qid])
+    answered = statuses.count(ResultStatus.OK)
     return DrillOutcome(
-        sent=len(sent_at), answered=statuses.count(ResultStatus.OK), dropped=statuses.count(ResultStatus.DROPPED),
+        series=per_second(sent_at, slo_ms, results, received),
+        sent=len(sent_at), answered=answered, late=answered - in_slo, dropped=statuses.count(ResultStatus.DROPPED),
         rejected=statuses.count(ResultStatus.REJECTED), errors=statuses.count(ResultStatus.ERROR),
         lost=len(sent_at) - len(results), duplicates_seen_by_client=duplicates, recovery_s=recovery_s,
         recovery_after_repair_s=after_repair, within_slo_fraction=round(in_slo / len(sent_at), 4) if sent_at else 0.0)
+
+
+def per_second(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict[str, Result],
+               received: dict[str, float]) -> dict[str, list[float]]:
+    """Sends per second, and answers per second of receipt: good (``ok`` in SLO), late, dropped.
+
+    Examples
+    --------
+    >>> from schemas import HopTimestamps
+    >>> ok = Result(query_id="a", status=ResultStatus.OK, timestamps=HopTimestamps())
+    >>> per_second({"a": 0.0, "b": 0.5}, {"a": 100.0, "b": 100.0}, {"a": ok, "b": ok}, {"a": 0.05, "b": 1.2})
+    {'t_s': [0.0, 1.0], 'sent': [2, 0], 'goodput': [1, 0], 'late': [0, 1], 'dropped': [0, 0]}
+    """
+    if not sent_at:
+        return {}
+    start = min(sent_at.values())
+    end = max([*sent_at.values(), *received.values()])
+    seconds = int(end - start) + 1
+    series = {name: [0] * seconds for name in ("sent", "goodput", "late", "dropped")}
+    for sent in sent_at.values():
+        series["sent"][int(sent - start)] += 1
+    for qid, result in results.items():
+        if qid not in received:
+            continue
+        second = int(received[qid] - start)
+        if result.status is ResultStatus.DROPPED:
+            series["dropped"][second] += 1
+        elif result.status is ResultStatus.OK:
+            in_slo = (received[qid] - sent_at[qid]) * 1000.0 <= slo_ms[qid]
+            series["goodput" if in_slo else "late"][second] += 1
+    return {"t_s": [float(k) for k in range(seconds)], **series}

@@ -17,7 +17,9 @@ import numpy as np
 from schemas import Query
 from services.drills.load import DrillOutcome, run_drill
 from services.launcher import LocalLauncher, ManagedProcess, read_metric
+from services.observability.lag_exporter import collect
 from services.stack import LocalStack
+from shared.adapters.kafka_io import make_admin
 from shared.settings import REPO_ROOT
 from shared.tensors import encode
 
@@ -124,6 +126,7 @@ def overload(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConf
     """Three times one emulated worker's capacity for ``duration_s``, then a normal load: the queue stays
     bounded (hopeless queries are dropped explicitly) and the scheduler's memory with it."""
     env = {"MERIDIAN_APPLICATIONS": '{"vision": ["efficientnet-lite"]}'}
+    settings = stack.settings().model_copy(update={"applications": {"vision": ["efficientnet-lite"]}})
     with LocalLauncher(stack.env, log_dir) as launcher:
         scheduler = launcher.start_scheduler(metrics_port=port_base, extra_env=env)
         launcher.start_worker("drill-emu", variants=[OVERLOAD_VARIANT], metrics_port=port_base + 1,
@@ -131,27 +134,38 @@ def overload(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConf
         launcher.wait_for_workers(scheduler, 1, timeout_s=120)
         capacity_qps = 1000.0 / _single_latency_ms()
         rss_before = _rss_mb(scheduler)
-        peak = {"rss_mb": rss_before, "queue": 0.0}
+        samples: dict[str, list[float]] = {"sample_t_s": [], "rss_mb": [], "queue_depth": [], "lag_messages": []}
+        admin = make_admin(settings)
 
         def watch_while_overloaded() -> None:
-            deadline = time.monotonic() + config.duration_s
-            while time.monotonic() < deadline:
-                peak["rss_mb"] = max(peak["rss_mb"], _rss_mb(scheduler))
-                peak["queue"] = max(peak["queue"], _metric(scheduler, "meridian_queue_depth"))
+            start = time.monotonic()
+            while time.monotonic() < start + config.duration_s:
+                lag = collect(admin, group_prefix="meridian-scheduler").lag_messages
+                for name, value in (("sample_t_s", time.monotonic() - start), ("rss_mb", _rss_mb(scheduler)),
+                                    ("queue_depth", _metric(scheduler, "meridian_queue_depth")),
+                                    ("lag_messages", float(sum(lag.values())))):
+                    samples[name].append(round(value, 2))
                 time.sleep(0.5)
 
         def make() -> Query:
             return Query(query_id=f"drill-{uuid.uuid4().hex}", application="vision", slo_ms=config.slo_ms,
                          batch_size=1, sent_at=time.time())
 
-        outcome = run_drill(stack.settings(), make, rate_qps=3 * capacity_qps, duration_s=config.duration_s,
+        outcome = run_drill(settings, make, rate_qps=3 * capacity_qps, duration_s=config.duration_s,
                             fault_at_s=0.0, inject=watch_while_overloaded, settle_s=config.settle_s)
+        admin.close()
+        outcome.series.update(samples)
         # recovery: a normal load afterwards is served within its SLO again
-        after = run_drill(stack.settings(), make, rate_qps=0.5 * capacity_qps, duration_s=5.0, fault_at_s=0.0,
+        after = run_drill(settings, make, rate_qps=0.5 * capacity_qps, duration_s=5.0, fault_at_s=0.0,
                           inject=lambda: None, settle_s=config.settle_s)
+        goodput_qps = (outcome.answered - outcome.late) / config.duration_s
         outcome.notes.update(capacity_qps=round(capacity_qps, 1), offered_qps=round(3 * capacity_qps, 1),
+                             goodput_qps=round(goodput_qps, 1), goodput_ratio=round(goodput_qps / capacity_qps, 3),
+                             late_ratio=round(outcome.late / max(1, outcome.answered), 4),
                              scheduler_rss_mb_before=round(rss_before, 1),
-                             scheduler_rss_mb_peak=round(peak["rss_mb"], 1), peak_queue_depth=peak["queue"],
+                             scheduler_rss_mb_peak=max(samples["rss_mb"], default=rss_before),
+                             peak_queue_depth=max(samples["queue_depth"], default=0.0),
+                             peak_lag_messages=max(samples["lag_messages"], default=0.0),
                              after_overload_within_slo_fraction=after.within_slo_fraction,
                              after_overload_lost=after.lost, emulated_device="cpu-1t (replayed profile)")
         return outcome

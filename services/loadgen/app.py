@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, settings: Settings) -> LoadSummary:
             metrics.CLIENT_LATENCY.labels(args.application, result.status.value).observe(
                 received - sent[result.query_id][0])
 
-    with MeridianClient(settings, on_result=observe) as client:
+    with MeridianClient(settings, applications=[args.application], on_result=observe) as client:
         start = time.time()
         for index, offset in enumerate(times):
             delay = start + offset - time.time()

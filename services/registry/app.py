@@ -39,7 +39,7 @@ from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import best_effort_id, describe_validation_error, send_dead_letter
 from shared.adapters.infaas_store import RedisMetadataStore
-from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_producer
+from shared.adapters.kafka_io import ensure_core_topics, ensure_results_topic, make_consumer, make_producer
 from shared.infaas.metadata import MetadataStore
 from shared.infaas.monitor import MonitorConfig
 from shared.profiles.format import ProfileSet
@@ -58,6 +58,7 @@ class RegistryContext:
     config: RegistrarConfig
     store: MetadataStore
     producer: KafkaProducer
+    settings: Settings
     #: model family -> default SLO (ms); shared with the monitor, which sizes instances' peak rates by it
     family_slo_ms: dict[str, float] = field(default_factory=dict)
 
@@ -94,6 +95,7 @@ def handle_register(ctx: RegistryContext, command: RegisterModel, record: Consum
     started = time.perf_counter()
     ids = dict(request_id=command.request_id, model_name=command.model_name, app_id=command.app_id, started=started)
     try:
+        ensure_results_topic(ctx.settings, command.app_id)  # before the scheduler hears of the application
         answer = register_model(command, config=ctx.config, store=ctx.store)
     except RegistrationRejected as exc:
         reject(ctx, str(exc), record, **ids)
@@ -182,7 +184,7 @@ def bootstrap(settings: Settings) -> tuple[RegistryContext, KafkaConsumer, Insta
     store = RedisMetadataStore.from_url(settings.redis_url)
     device_kinds, family_slo_ms = seed_catalogue(store, settings)
     ctx = RegistryContext(RegistrarConfig(settings.models_dir, settings.profiles_dir), store, make_producer(settings),
-                          family_slo_ms)
+                          settings, family_slo_ms)
     registrations = make_consumer(settings, topics.REGISTRATIONS, group_id=GROUP, max_poll_interval_ms=600_000)
     # fetch the topic's metadata before the first join: a join that races it gets no partition
     registrations.partitions_for_topic(topics.REGISTRATIONS)

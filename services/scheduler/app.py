@@ -2,7 +2,7 @@
 
 Consumes ``meridian.queries`` (faust agent) and, with no consumer group, ``meridian.worker-events`` and
 ``meridian.plans``; produces ``meridian.dispatch.<worker>`` batches, its own ``rejected``/``dropped``
-results on ``meridian.results``, copies of bad input on ``meridian.dead-letter`` and
+results on ``meridian.results.<application>`` (``meridian.results`` for messages of no known application), copies of bad input on ``meridian.dead-letter`` and
 ``meridian.load-stats``. Every decision is the core's; this module only moves messages. A query's
 message is acknowledged (its offset committed) only once its batch is durably dispatched or its final
 result is sent, so a restarted scheduler re-reads what it had not handed on.
@@ -34,6 +34,8 @@ from shared.serving import CoreConfig, SchedulerCore, Step
 from shared.settings import Settings
 
 STEP_INTERVAL_S = 0.05
+#: Kafka's timestamp type of a record stamped by its producer (the other is the broker's append time)
+CREATE_TIME = 0
 
 
 def make_core(settings: Settings, catalogue: Catalogue) -> SchedulerCore:
@@ -46,17 +48,21 @@ def make_core(settings: Settings, catalogue: Catalogue) -> SchedulerCore:
 
 def build_app(settings: Settings) -> faust.App:
     app = faust.App("meridian-scheduler", **app_options(settings))
-    results_topic = app.topic(topics.RESULTS, partitions=settings.result_partitions)
     dead_letter_topic = app.topic(topics.DEAD_LETTER)
     core = make_core(settings, Catalogue.from_settings(settings))
     load = LoadWindow(settings.load_stats_interval_s)
 
     @functools.lru_cache(maxsize=4096)
-    def worker_topic(worker_id: str) -> faust.TopicT:
-        return app.topic(topics.dispatch_topic(worker_id))
+    def topic_named(name: str) -> faust.TopicT:
+        return app.topic(name)
+
+    def results_topic(application: str | None) -> faust.TopicT:
+        """The application's results topic once the catalogue knows it (a registration made the topic)."""
+        return topic_named(topics.results_topic(application if application in core.catalogue.applications else None))
 
     async def send_final(result: Result, event: faust.EventT | None) -> None:
-        fut = await results_topic.send(key=result.query_id.encode(), value=result.model_dump_json().encode())
+        fut = await results_topic(result.application).send(key=result.query_id.encode(),
+                                                            value=result.model_dump_json().encode())
         metrics.RESULTS.labels(result.application or "unknown", result.status.value, messages.reason_class(result)).inc()
         if event is not None:
             asyncio.ensure_future(ack_when_written(fut, [event]))
@@ -72,36 +78,45 @@ def build_app(settings: Settings) -> faust.App:
             await send_final(messages.dropped(item, reason, now), item.ack_token)
         for worker_id, variant in step.loads:
             load = LoadVariant(worker_id=worker_id, variant=variant)
-            await worker_topic(worker_id).send(key=variant.encode(), value=load.model_dump_json().encode())
+            await topic_named(topics.dispatch_topic(worker_id)).send(key=variant.encode(), value=load.model_dump_json().encode())
         for dispatch in step.dispatches:
             batch = messages.dispatch_batch(dispatch, core.note_of)
-            fut = await worker_topic(batch.worker_id).send(key=batch.batch_id.encode(),
+            fut = await topic_named(topics.dispatch_topic(batch.worker_id)).send(key=batch.batch_id.encode(),
                                                            value=batch.model_dump_json().encode())
             asyncio.ensure_future(ack_when_written(fut, [i.ack_token for i in dispatch.items if i.ack_token is not None]))
             metrics.DISPATCHED_BATCH_ROWS.labels(batch.variant).observe(sum(q.batch_size for q in batch.queries))
             for item in dispatch.items:
                 metrics.HOP_LATENCY.labels(item.pending.application, "queue_wait").observe(
-                    dispatch.at_s - item.pending.arrival_s)
+                    dispatch.at_s - item.admitted_s)
+
+    async def refuse(event: faust.EventT, reason: str, query: Query | None, *, trusted_id: bool) -> None:
+        """Answer ``rejected`` (under the query id only if it is the query's own) and keep a dead letter."""
+        raw, message = event.value, event.message
+        if query is not None and trusted_id:
+            result = messages.rejected(query.query_id, reason, application=query.application,
+                                       timestamps=HopTimestamps(client_sent=query.sent_at))
+        else:
+            claimed = query.query_id if query is not None else best_effort_id(raw)
+            result = messages.rejected_at(topics.QUERIES, message.partition, message.offset, reason,
+                                          claimed_query_id=claimed, application=query and query.application)
+        await send_final(result, event)
+        await copy_to_dead_letters(raw, reason, topics.QUERIES, message.partition, message.offset)
 
     @app.agent(app.topic(topics.QUERIES, partitions=settings.query_partitions))
     async def admit_queries(stream: faust.StreamT) -> None:
         async for event in stream.noack().events():
-            raw: bytes = event.value
+            message = event.message
             try:
-                query = Query.model_validate_json(raw)
+                query = Query.model_validate_json(event.value)
             except ValidationError as exc:
-                reason = describe_validation_error(exc)
-                rejection = messages.rejected(best_effort_id(raw), reason)
-            else:
-                load.record(query.application, query.batch_size)
-                reason = core.admit(query, payload=query, ack_token=event)
-                rejection = None if reason is None else messages.rejected(
-                    query.query_id, reason, application=query.application,
-                    timestamps=HopTimestamps(client_sent=query.sent_at))
+                await refuse(event, describe_validation_error(exc), None, trusted_id=False)
+                continue
+            load.record(query.application, query.batch_size)
+            created_s = message.timestamp if message.timestamp_type == CREATE_TIME else None
+            rejection = core.admit(query, payload=query, ack_token=event, delivery=(message.partition, message.offset),
+                                   transport_s=created_s)
             if rejection is not None:
-                await send_final(rejection, event)
-                await copy_to_dead_letters(raw, reason, topics.QUERIES, event.message.partition,
-                                           event.message.offset)
+                await refuse(event, rejection.reason, query, trusted_id=not rejection.foreign_id)
                 continue
             await act(core.step())
 

@@ -5,6 +5,7 @@ batch, or the `Result` of a query the scheduler answers itself (rejected, droppe
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from schemas import DispatchBatch, HopTimestamps, Query, QueryWork, Result, ResultStatus
@@ -17,11 +18,18 @@ def rejected(query_id: str, reason: str, *, application: str | None = None,
                   timestamps=timestamps or HopTimestamps())
 
 
+def rejected_at(topic: str, partition: int, offset: int, reason: str, *, claimed_query_id: str | None,
+                application: str | None = None) -> Result:
+    """The rejection of a message whose query id cannot be trusted, under the message's position."""
+    return Result(query_id=f"{topic}/{partition}/{offset}", claimed_query_id=claimed_query_id or None,
+                  application=application, status=ResultStatus.REJECTED, reason=reason, timestamps=HopTimestamps())
+
+
 def dropped(item: Queued, reason: str, now_s: float) -> Result:
     query: Query = item.payload
     return Result(query_id=query.query_id, application=query.application, status=ResultStatus.DROPPED,
                   reason=reason, timestamps=HopTimestamps(client_sent=query.sent_at,
-                                                          scheduler_received=item.pending.arrival_s,
+                                                          scheduler_received=item.admitted_s,
                                                           result_sent=now_s))
 
 
@@ -35,8 +43,9 @@ def _work(item: Queued, dispatched_s: float, note_of: Callable[[Query], str | No
     query: Query = item.payload
     return QueryWork(query_id=query.query_id, application=query.application, batch_size=query.batch_size,
                      slo_ms=query.slo_ms, inputs=query.inputs, note=note_of(query),
-                     timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.pending.arrival_s,
-                                              dispatched=dispatched_s))
+                     timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.admitted_s,
+                                              dispatched=dispatched_s),
+                     deadline_at=item.deadline_s if math.isfinite(item.deadline_s) else None)
 
 
 def reason_class(result: Result) -> str:

@@ -1,7 +1,7 @@
 """Worker: runs the batches the scheduler sends it.
 
 Consumes its own ``meridian.dispatch.<worker_id>`` (group ``meridian.worker.<worker_id>``); produces one
-``Result`` per query on ``meridian.results`` and ``WorkerEvent``s (heartbeat, batch started/finished,
+``Result`` per query on its application's ``meridian.results.<application>`` and ``WorkerEvent``s (heartbeat, batch started/finished,
 variant loaded/unloaded) on ``meridian.worker-events``. A command's offset is committed only after
 everything it produced is acknowledged by the broker, so a restarted worker redoes unfinished work.
 
@@ -26,6 +26,7 @@ from schemas import (
     BatchStarted,
     DispatchBatch,
     LoadVariant,
+    QueryWork,
     Result,
     ResultStatus,
     UnloadVariant,
@@ -41,6 +42,7 @@ from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
 from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_producer
 from shared.profiles.sources import load_profile_source
+from shared.serving.expiry import expired_reason, split_by_deadline
 from shared.settings import Settings
 from shared.tensors import decode_batch
 
@@ -73,25 +75,30 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
         return  # sent to this worker's previous process: the scheduler re-queues it, running it would repeat it
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchStarted(
         worker_id=ctx.worker_id, batch_id=batch.batch_id, at=received_at).model_dump_json().encode())
-    rows = sum(q.batch_size for q in batch.queries)
     started = time.time()
-    try:
-        inputs = decode_batch([q.inputs for q in batch.queries])
-        outputs = ctx.executor.run(batch.variant, inputs, rows)
-        error = None
-    except (ExecutionError, ValueError) as exc:
-        outputs, error = None, str(exc)
+    queries, expired = split_by_deadline(batch.queries, started)
+    for query in expired:
+        publish_result(ctx, query, Result(
+            query_id=query.query_id, application=query.application, status=ResultStatus.DROPPED,
+            reason=expired_reason(query, started, ctx.worker_id), worker_id=ctx.worker_id, batch_id=batch.batch_id,
+            timestamps=query.timestamps.model_copy(update=dict(worker_received=received_at, result_sent=time.time()))))
+    rows = sum(q.batch_size for q in queries)
+    outputs, error = None, None
+    if queries:
+        try:
+            outputs = ctx.executor.run(batch.variant, decode_batch([q.inputs for q in queries]), rows)
+        except (ExecutionError, ValueError) as exc:
+            error = str(exc)
     finished = time.time()
     compute_s = finished - started
     ctx.busy_s += compute_s
     metrics.WORKER_BUSY.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label).inc(compute_s)
     offset = 0
-    for query in batch.queries:
+    for query in queries:
         predictions = None
         if outputs is not None:
             predictions = np.asarray(outputs[offset:offset + query.batch_size]).argmax(axis=-1).tolist()
         offset += query.batch_size
-        sent = time.time()
         result = Result(
             query_id=query.query_id, application=query.application,
             status=ResultStatus.ERROR if error else ResultStatus.OK, reason=error, note=query.note,
@@ -99,9 +106,8 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
             emulated=ctx.executor.emulated, batch_id=batch.batch_id, predictions=predictions,
             timestamps=query.timestamps.model_copy(update=dict(
                 worker_received=received_at, compute_started=started, compute_finished=finished,
-                result_sent=sent)))
-        ctx.producer.send(topics.RESULTS, key=query.query_id.encode(), value=result.model_dump_json().encode())
-        observe_result(result, query.slo_ms, compute_s)
+                result_sent=time.time())))
+        publish_result(ctx, query, result, compute_s)
         if error is None:
             metrics.SERVED_ROWS.labels(query.application, batch.variant).inc(query.batch_size)
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchFinished(
@@ -109,10 +115,18 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
         rows=rows, compute_ms=compute_s * 1000.0, ok=error is None, at=time.time()).model_dump_json().encode())
 
 
-def observe_result(result: Result, slo_ms: float, compute_s: float) -> None:
+def publish_result(ctx: WorkerContext, query: QueryWork, result: Result, compute_s: float | None = None) -> None:
+    ctx.producer.send(topics.results_topic(query.application), key=query.query_id.encode(),
+                      value=result.model_dump_json().encode())
+    observe_result(result, query.slo_ms, compute_s)
+
+
+def observe_result(result: Result, slo_ms: float, compute_s: float | None) -> None:
     app, stamps = result.application or "unknown", result.timestamps
-    metrics.RESULTS.labels(app, result.status.value, "none" if result.reason is None else "execution").inc()
-    metrics.HOP_LATENCY.labels(app, "compute").observe(compute_s)
+    reason = "none" if result.reason is None else ("deadline" if result.status is ResultStatus.DROPPED else "execution")
+    metrics.RESULTS.labels(app, result.status.value, reason).inc()
+    if compute_s is not None:
+        metrics.HOP_LATENCY.labels(app, "compute").observe(compute_s)
     if stamps.dispatched is not None and stamps.worker_received is not None:
         metrics.HOP_LATENCY.labels(app, "dispatch").observe(max(0.0, stamps.worker_received - stamps.dispatched))
     if stamps.client_sent is not None and stamps.result_sent is not None:

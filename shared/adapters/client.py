@@ -1,13 +1,16 @@
 """A Meridian client: send queries, receive exactly one final result per query.
 
+It reads its applications' results topics and the shared one for messages of no known application.
 Results can repeat on the wire (a re-dispatched batch after a worker loss, a redelivered message); the
-client keeps the first result per query id and counts the rest as duplicates it suppressed.
+client keeps the first result per query id and counts the rest as duplicates it suppressed. A message
+refused under its position (it did not parse, or repeated a query id) is never taken for the answer to
+the id it claimed: it is kept in ``refusals`` by that id.
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from kafka import TopicPartition
 
@@ -17,26 +20,47 @@ from shared.adapters.kafka_io import make_consumer, make_producer
 from shared.settings import Settings
 
 
-class MeridianClient:
-    """``on_result(result, received_at)`` is called once per query, from the receiving thread."""
+class UnreadableTopic(RuntimeError):
+    """A results topic the client was asked to read is not visible to it."""
 
-    def __init__(self, settings: Settings, *, on_result: Callable[[Result, float], None] | None = None) -> None:
+
+class MeridianClient:
+    """``on_result(result, received_at)`` is called once per query, from the receiving thread.
+
+    ``applications``: whose answers to read (default: every configured application). A results topic
+    that stays invisible for ``topic_timeout_s`` (not created, or not readable by this user) is an error.
+    """
+
+    def __init__(self, settings: Settings, *, applications: Sequence[str] | None = None,
+                 on_result: Callable[[Result, float], None] | None = None, topic_timeout_s: float = 10.0) -> None:
         self._on_result = on_result
         self._producer = make_producer(settings)
         self._consumer = make_consumer(settings, group_id=None)
-        partitions = self._consumer.partitions_for_topic(topics.RESULTS) or set()
-        assigned = [TopicPartition(topics.RESULTS, p) for p in sorted(partitions)]
+        names = [topics.results_topic(app) for app in (applications or settings.applications)] + [topics.RESULTS]
+        assigned = [TopicPartition(name, p) for name in names for p in self._partitions(name, topic_timeout_s)]
         self._consumer.assign(assigned)
         self._consumer.seek_to_end(*assigned)
         for tp in assigned:
             self._consumer.position(tp)  # resolve "end" now, before any query is sent
         self.results: dict[str, tuple[Result, float]] = {}
+        #: claimed query id -> the rejections of messages refused under their position
+        self.refusals: dict[str, list[Result]] = {}
         self.duplicates = 0
         self.malformed = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._receive, daemon=True)
         self._thread.start()
+
+    def _partitions(self, topic: str, timeout_s: float) -> list[int]:
+        deadline = time.monotonic() + timeout_s
+        while not (partitions := self._consumer.partitions_for_topic(topic)):
+            if time.monotonic() > deadline:
+                self._producer.close(timeout=1)
+                self._consumer.close()
+                raise UnreadableTopic(f"cannot read {topic!r}: it does not exist, or this user may not read it")
+            time.sleep(0.2)
+        return sorted(partitions)
 
     def send(self, query: Query) -> None:
         self._producer.send(topics.QUERIES, key=query.application.encode(), value=query.model_dump_json().encode())
@@ -49,11 +73,18 @@ class MeridianClient:
 
     def wait_for(self, query_ids: Iterable[str], timeout_s: float) -> bool:
         """True once every id has a final result; False at the timeout."""
-        wanted = set(query_ids)
+        return self._wait(self.results, query_ids, timeout_s)
+
+    def wait_for_refusals(self, claimed_ids: Iterable[str], timeout_s: float) -> bool:
+        """True once every claimed id has a refusal; False at the timeout."""
+        return self._wait(self.refusals, claimed_ids, timeout_s)
+
+    def _wait(self, found: dict, ids: Iterable[str], timeout_s: float) -> bool:
+        wanted = set(ids)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._lock:
-                if wanted.issubset(self.results):
+                if wanted.issubset(found):
                     return True
             time.sleep(0.02)
         return False
@@ -75,6 +106,9 @@ class MeridianClient:
                         self.malformed += 1  # not a result this client can read; never stop listening
                         continue
                     with self._lock:
+                        if result.claimed_query_id is not None or "/" in result.query_id:
+                            self.refusals.setdefault(result.claimed_query_id or result.query_id, []).append(result)
+                            continue
                         first = result.query_id not in self.results
                         if first:
                             self.results[result.query_id] = (result, received)

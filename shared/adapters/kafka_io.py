@@ -33,9 +33,19 @@ def make_admin(settings: Settings) -> KafkaAdminClient:
 
 def ensure_core_topics(settings: Settings, *extra: TopicSpec) -> None:
     """Create Meridian's core topics (and ``extra``) where missing: every service does so before it starts."""
+    ensure_topics_exist(settings, [*topics.core_topics(settings), *extra])
+
+
+def ensure_results_topic(settings: Settings, application: str) -> None:
+    """Create ``application``'s results topic where missing (a newly registered application)."""
+    ensure_topics_exist(settings, [topics.TopicSpec(topics.results_topic(application), settings.result_partitions)])
+
+
+def ensure_topics_exist(settings: Settings, specs: list[TopicSpec]) -> None:
+    """Create the topics of ``specs`` where missing and wait until they can be used."""
     admin = make_admin(settings)
     try:
-        topics.ensure_topics(admin, [*topics.core_topics(settings), *extra])
+        topics.ensure_topics(admin, specs)
     finally:
         admin.close()
 

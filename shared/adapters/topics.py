@@ -8,6 +8,9 @@ Layout (see README "Topics"):
   a restarted worker with the same id resumes from its committed offset. Scaling out is starting a worker
   with a new id; it announces itself with heartbeats on ``meridian.worker-events``.
 - Worker events are read by every scheduler process (each its own group), so all see the whole fleet.
+- Each application's results go to its own ``meridian.results.<application>`` (made when the application
+  is configured or registered), so a client reads, and may be allowed to read, only its own answers.
+  ``meridian.results`` carries only rejections of messages that name no known application.
 """
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ from kafka.errors import TopicAlreadyExistsError
 from shared.settings import Settings
 
 QUERIES = "meridian.queries"
+#: rejections of messages that name no known application (every application's answers have their own topic)
 RESULTS = "meridian.results"
+RESULTS_PREFIX = "meridian.results."
 WORKER_EVENTS = "meridian.worker-events"
 LOAD_STATS = "meridian.load-stats"
 PLANS = "meridian.plans"
@@ -32,6 +37,15 @@ DISPATCH_PREFIX = "meridian.dispatch."
 
 def dispatch_topic(worker_id: str) -> str:
     return DISPATCH_PREFIX + worker_id
+
+
+def results_topic(application: str | None) -> str:
+    """Where the answers to ``application``'s queries go (None: a message of no known application)."""
+    return RESULTS_PREFIX + application if application else RESULTS
+
+
+def results_topics(settings: Settings) -> list[TopicSpec]:
+    return [TopicSpec(results_topic(app), settings.result_partitions) for app in settings.applications]
 
 
 def worker_group(worker_id: str) -> str:
@@ -54,6 +68,7 @@ def core_topics(settings: Settings) -> list[TopicSpec]:
         TopicSpec(DEAD_LETTER, 1),
         TopicSpec(REGISTRATIONS, 1),
         TopicSpec(REGISTRY_REPLIES, 1),
+        *results_topics(settings),
     ]
 
 

@@ -321,6 +321,8 @@ def profile_model(
                 peak_memory_mb=None if peak_memory_mb is None else round(peak_memory_mb, 2),
                 max_batch=batch_sizes[-1],
                 measured=True,
+                input_shape=input_shape,
+                input_dtype="float32",
             )
         )
     return profiles

@@ -315,5 +315,5 @@ def profile_variants(
                     latency_samples_ms={b: [round(v, 5) for v in s] for b, s in samples.items() if b <= cap},
                     load_latency_ms=round(load_ms, 3),
                     peak_memory_mb=None if memory is None else round(memory, 2),
-                    max_batch=cap, measured=True))
+                    max_batch=cap, measured=True, input_shape=tuple(x.shape[1:]), input_dtype="float32"))
     return profiles

@@ -69,6 +69,10 @@ class VariantProfile(_CachedModel):
     peak_memory_mb: float | None = None
     max_batch: int = Field(ge=1)
     measured: bool = True
+    #: one row's shape (no batch axis) and dtype the model takes: queries are checked against them at
+    #: admission; None for profiles of models that are only emulated
+    input_shape: tuple[int, ...] | None = None
+    input_dtype: str | None = None
 
     @field_validator("batch_latency_ms")
     @classmethod

@@ -8,6 +8,7 @@ never does I/O: its answer to each `step` is a `Step`, which the caller carries 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -17,6 +18,7 @@ from shared.catalogue import Catalogue, QueryRejected, Resolution
 from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
 from shared.profiles.format import VariantProfile
 from shared.serving.queue import AdmissionQueue, Queued
+from shared.serving.wording import duration
 
 if TYPE_CHECKING:
     from shared.settings import Settings
@@ -33,22 +35,43 @@ class AdmissionRequest(Protocol):
     batch_size: int
     slo_ms: float
     accuracy_floor: float | None
+    #: a `TensorPayload` (``shape``, ``dtype``) or None
     inputs: object | None
+    #: the client's send time, on the clock the core is given: the deadline counts from it
+    sent_at: float
+
+
+class Rejection(NamedTuple):
+    """Why a query is not served."""
+
+    reason: str
+    #: the query id is another query's (a duplicate): the answer must not be published under it
+    foreign_id: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
-    #: a queued query is dropped once its fastest variant can no longer finish within this many SLOs
+    #: a query's deadline is its send time plus this many SLOs; it is dropped once it cannot make it
     drop_after_slo_multiple: float = 1.0
+    #: time an answer needs after its compute to reach the client (the transport's share of the SLO)
+    delivery_margin_s: float = 0.0
     #: a worker silent this long is lost (its unfinished batches are re-queued)
     worker_timeout_s: float = math.inf
     #: prefix of batch ids: unique per scheduler instance, so a restarted one never reuses an id
     batch_id_prefix: str = "b"
+    #: a query's ``sent_at`` may be this far ahead of the core's clock or off its message's timestamp
+    max_clock_skew_s: float = math.inf
+    #: a query id admitted within this window (and among the last ``duplicate_window_size``) is not
+    #: served again
+    duplicate_window_s: float = 600.0
+    duplicate_window_size: int = 200_000
 
     @classmethod
     def from_settings(cls, settings: "Settings", *, batch_id_prefix: str) -> "CoreConfig":
         return cls(drop_after_slo_multiple=settings.drop_after_slo_multiple,
-                   worker_timeout_s=3 * settings.heartbeat_interval_s, batch_id_prefix=batch_id_prefix)
+                   delivery_margin_s=settings.delivery_margin_ms / 1000.0,
+                   worker_timeout_s=3 * settings.heartbeat_interval_s, batch_id_prefix=batch_id_prefix,
+                   max_clock_skew_s=settings.max_clock_skew_s, duplicate_window_s=settings.duplicate_window_s)
 
 
 @dataclass(slots=True)
@@ -136,6 +159,11 @@ class SchedulerCore:
         self._resolutions: dict[tuple, Resolution | str] = {}
         self._fastest: dict[tuple[tuple[str, ...], int], float] = {}
         self._profiles: dict[tuple[str, str], VariantProfile | None] = {}
+        self._accepted: dict[tuple, tuple[str, ...] | str] = {}
+        #: rows per second the current fleet can serve of each candidate set, at best
+        self._capacity: dict[tuple[str, ...], float] = {}
+        #: query id -> (admitted at, delivery), oldest first: the duplicate window
+        self._recent: OrderedDict[str, tuple[float, Hashable | None]] = OrderedDict()
         self._batches = 0
 
     @property
@@ -149,26 +177,47 @@ class SchedulerCore:
         self._resolutions.clear()
         self._fastest.clear()
         self._profiles.clear()
+        self._accepted.clear()
+        self._capacity.clear()
 
     # -- queries --------------------------------------------------------------------------------
-    def admit(self, query: AdmissionRequest, *, payload: object = None, ack_token: Hashable | None = None) -> str | None:
-        """Queue a servable query and return None, or return why it cannot be served.
+    def admit(self, query: AdmissionRequest, *, payload: object = None, ack_token: Hashable | None = None,
+              delivery: Hashable | None = None, transport_s: float | None = None) -> Rejection | None:
+        """Queue a servable query and return None, or return why it is rejected.
 
-        A redelivered copy of a query still waiting is ignored.
+        ``delivery`` names the message copy (live: its partition and offset): the same copy read again is
+        a redelivery and ignored, another message with a recent query id is a duplicate. ``transport_s``
+        is when the transport says the message was made; ``sent_at`` must agree with it. A query that
+        can no longer make its deadline is queued all the same: the next `step` drops it, saying by how
+        much it would have missed.
         """
         now = self._clock()
+        seen = self._recent.get(query.query_id)
+        if seen is not None:
+            if delivery is not None and seen[1] == delivery:
+                return None
+            return Rejection(f"duplicate query id: {query.query_id!r} was admitted {duration(now - seen[0])} "
+                             f"ago, and a query id is served once", foreign_id=True)
+        problem = self._clock_problem(query.sent_at, now, transport_s)
+        if problem is not None:
+            return Rejection(problem)
         resolution = self._resolve(query)
         if isinstance(resolution, str):
-            return resolution
-        if query.inputs is None and self._real_workers and self._real_device_hosts(resolution.candidates):
-            return "query has no `inputs` and a real (non-emulated) device may serve it"
-        if query.query_id in self.queue.items:
-            return None
-        fastest = self._fastest_s(resolution.candidates, query.batch_size)
-        pending = PendingQuery(query.query_id, query.application, query.batch_size, now, query.slo_ms,
-                               resolution.candidates)
-        drop_at = now + self.config.drop_after_slo_multiple * query.slo_ms / 1000.0 - fastest
-        self.queue.push(Queued(pending, payload, ack_token, fastest, drop_at))
+            return Rejection(resolution)
+        candidates = self._accepting(resolution.candidates, query.inputs)
+        if isinstance(candidates, str):
+            return Rejection(candidates)
+        if query.inputs is None and self._real_workers and self._real_device_hosts(candidates):
+            return Rejection("query has no `inputs` and a real (non-emulated) device may serve it")
+        self._remember(query.query_id, now, delivery)
+        arrival = min(query.sent_at, now)
+        pending = PendingQuery(query.query_id, query.application, query.batch_size, arrival, query.slo_ms, candidates)
+        fastest = self._fastest_s(candidates, query.batch_size)
+        ahead_until = now + self.queue.rows_waiting(query.application) / self._capacity_rows_per_s(candidates)
+        deadline = arrival + self.config.drop_after_slo_multiple * query.slo_ms / 1000.0
+        last_start = deadline - fastest - self.config.delivery_margin_s
+        drop_at = last_start if ahead_until <= last_start else -math.inf
+        self.queue.push(Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until))
         self.policy.on_query_added(pending)
         return None
 
@@ -184,7 +233,7 @@ class SchedulerCore:
             self.worker_seen(event.worker_id, device=event.device, emulated=event.emulated,
                              variants=tuple(event.variants), max_batch=event.max_batch, incarnation=event.incarnation)
         elif isinstance(event, BatchFinished):
-            self.batch_finished(event.worker_id, event.batch_id, event.compute_ms)
+            self.batch_finished(event.worker_id, event.batch_id, event.compute_ms, rows=event.rows)
         elif isinstance(event, VariantLoaded):
             self.variant_changed(event.worker_id, event.variant, loaded=True)
         elif isinstance(event, VariantUnloaded):
@@ -206,14 +255,18 @@ class SchedulerCore:
                                                             incarnation=incarnation)
             self._idle.add(worker_id)
             self._real_workers += not emulated
+            self._capacity.clear()
             self.policy.on_worker_joined(record.view(now))
             return
         record.last_seen_s = now
         if (record.variants, record.max_batch) != (variants, max_batch):
             record.variants, record.max_batch, record.idle_view = variants, max_batch, None
+            self._capacity.clear()
             self.policy.on_worker_joined(record.view(now))
 
-    def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float) -> None:
+    def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None) -> None:
+        """A batch is done; ``rows`` is how many of its rows were computed (a worker skips expired ones),
+        by default all."""
         now = self._clock()
         record = self.workers.get(worker_id)
         batch = record.inflight.pop(batch_id, None) if record is not None else None
@@ -225,7 +278,9 @@ class SchedulerCore:
             record.busy_until_s = max(b.predicted_finish_s for b in record.inflight.values())
         else:
             self._idle.add(worker_id)
-        self.policy.on_batch_finished(record.device, batch.variant, batch.rows, compute_ms)
+        computed = batch.rows if rows is None else rows
+        if computed:
+            self.policy.on_batch_finished(record.device, batch.variant, computed, compute_ms)
 
     def variant_changed(self, worker_id: str, variant: str, *, loaded: bool) -> None:
         record = self.workers.get(worker_id)
@@ -234,6 +289,7 @@ class SchedulerCore:
         hosted = set(record.variants)
         hosted.add(variant) if loaded else hosted.discard(variant)
         record.variants, record.idle_view = tuple(sorted(hosted)), None
+        self._capacity.clear()
         self.policy.on_worker_joined(record.view(self._clock()))
 
     def worker_lost(self, worker_id: str) -> None:
@@ -247,8 +303,9 @@ class SchedulerCore:
             return
         self._idle.discard(worker_id)
         self._real_workers -= not record.emulated
+        self._capacity.clear()
         self.policy.on_worker_lost(worker_id)
-        requeued = [Queued(i.pending, i.payload, None, i.fastest_s, i.drop_at_s)
+        requeued = [Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s)
                     for batch in record.inflight.values() for i in batch.items]
         self.queue.push_front(requeued)
         for item in requeued:
@@ -358,6 +415,68 @@ class SchedulerCore:
         return fastest
 
     def _hopeless_reason(self, item: Queued) -> str:
-        return (f"could no longer finish within {self.config.drop_after_slo_multiple:g}x its "
-                f"{item.pending.slo_ms:g} ms SLO: still queued, and its fastest variant takes "
-                f"{item.fastest_s * 1000:.3g} ms")
+        now = self._clock()
+        start = max(now, item.ahead_until_s)
+        needs = [f"{item.fastest_s * 1000:.3g} ms on its fastest variant"]
+        if item.ahead_until_s > now:
+            needs.insert(0, f"{duration(item.ahead_until_s - now)} for the work queued ahead of it")
+        if self.config.delivery_margin_s > 0.0:
+            needs.append(f"{duration(self.config.delivery_margin_s)} to deliver the answer")
+        missed = start + item.fastest_s + self.config.delivery_margin_s - item.deadline_s
+        return (f"would miss its deadline by {duration(missed)}: sent {duration(now - item.pending.arrival_s)} ago "
+                f"with a {item.pending.slo_ms:g} ms SLO, it needs {', '.join(needs)}")
+
+    def _clock_problem(self, sent_at: float, now: float, transport_s: float | None) -> str | None:
+        limit = self.config.max_clock_skew_s
+        if sent_at > now + limit:
+            return (f"`sent_at` is {duration(sent_at - now)} ahead of the scheduler's clock; the clocks of clients "
+                    f"and services may differ by at most {duration(limit)}")
+        if transport_s is not None and abs(sent_at - transport_s) > limit:
+            side = "before" if sent_at < transport_s else "after"
+            return (f"`sent_at` is {duration(abs(sent_at - transport_s))} {side} the time the message was produced; "
+                    f"they may differ by at most {duration(limit)}")
+        return None
+
+    def _accepting(self, candidates: tuple[str, ...], inputs: object | None) -> tuple[str, ...] | str:
+        """The candidates whose model takes rows like the query's, or why none does."""
+        if inputs is None:
+            return candidates
+        row, dtype = tuple(inputs.shape[1:]), inputs.dtype
+        key = (candidates, row, dtype)
+        accepted = self._accepted.get(key)
+        if accepted is None:
+            takes = {v: self._input_of(v) for v in candidates}
+            accepted = tuple(v for v, spec in takes.items() if spec is None or spec == (row, dtype))
+            if not accepted:
+                expected = sorted({f"{list(shape)} of {dt}" for shape, dt in takes.values()})
+                accepted = (f"`inputs` rows have shape {list(row)} of {dtype}, but the model takes rows of shape "
+                            f"{' or '.join(expected)}")
+            self._accepted[key] = accepted
+        return accepted
+
+    def _input_of(self, variant: str) -> tuple[tuple[int, ...], str] | None:
+        for profile in self._catalogue.profiles_of(variant):
+            if profile.input_shape is not None:
+                return tuple(profile.input_shape), profile.input_dtype or "float32"
+        return None
+
+    def _remember(self, query_id: str, now: float, delivery: Hashable | None) -> None:
+        recent = self._recent
+        recent[query_id] = (now, delivery)
+        horizon = now - self.config.duplicate_window_s
+        while recent and (len(recent) > self.config.duplicate_window_size or next(iter(recent.values()))[0] < horizon):
+            recent.popitem(last=False)
+
+    def _capacity_rows_per_s(self, candidates: tuple[str, ...]) -> float:
+        """Rows per second the workers hosting a candidate serve at their best batch: the work queued ahead
+        of a query takes at least its rows over this."""
+        capacity = self._capacity.get(candidates)
+        if capacity is None:
+            capacity = 0.0
+            for worker in self.workers.values():
+                rates = [b / (latency / 1000.0) for v in candidates if v in worker.variants
+                         if (p := self._catalogue.profile(v, worker.device)) is not None
+                         for b, latency in p.batch_latency_ms.items() if b <= worker.max_batch]
+                capacity += max(rates, default=0.0)
+            capacity = self._capacity[candidates] = capacity or math.inf
+        return capacity

@@ -1,8 +1,8 @@
-"""The waiting queries, in arrival order, with their drop deadlines.
+"""The waiting queries, in admission order, with their drop deadlines and each application's backlog.
 
-A query is hopeless once its fastest variant can no longer finish it within ``drop_after`` times its
-SLO: the core answers it ``dropped`` before it costs worker time. Deadlines sit in a heap, so finding
-the hopeless ones costs nothing while there are none, however long the queue.
+A query is hopeless once it can no longer finish by its deadline: the core answers it ``dropped``
+before it costs worker time. Drop times sit in a heap, so finding the hopeless ones costs nothing while
+there are none, however long the queue.
 """
 from __future__ import annotations
 
@@ -24,10 +24,16 @@ class Queued:
     payload: Any
     #: what the transport needs to acknowledge the query's message once it is dispatched or final
     ack_token: Hashable | None
+    #: when the core admitted it (its ``pending.arrival_s`` is when the client sent it)
+    admitted_s: float
     #: the profiled latency of its fastest candidate at its size
     fastest_s: float
+    #: when its answer stops being useful: sent + its SLO (times the configured drop multiple)
+    deadline_s: float
     #: past this time it cannot finish in time any more
     drop_at_s: float
+    #: the earliest the work queued ahead of it at admission can be done, on the fleet that may serve it
+    ahead_until_s: float = 0.0
 
 
 class QueueView(Sequence[PendingQuery]):
@@ -63,6 +69,8 @@ class AdmissionQueue:
         self.view = QueueView(self.items)
         self._deadlines: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
+        #: rows waiting per application (the work ahead of a newcomer)
+        self._rows: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.items)
@@ -70,8 +78,12 @@ class AdmissionQueue:
     def __contains__(self, query_id: str) -> bool:
         return query_id in self.items
 
+    def rows_waiting(self, application: str) -> int:
+        return self._rows.get(application, 0)
+
     def push(self, item: Queued) -> None:
         self.items[item.pending.query_id] = item
+        self._count(item, +1)
         heapq.heappush(self._deadlines, (item.drop_at_s, next(self._seq), item.pending.query_id))
 
     def push_front(self, items: list[Queued]) -> None:
@@ -81,10 +93,13 @@ class AdmissionQueue:
         for item in items + waiting:
             self.items[item.pending.query_id] = item
         for item in items:
+            self._count(item, +1)
             heapq.heappush(self._deadlines, (item.drop_at_s, next(self._seq), item.pending.query_id))
 
     def pop(self, query_id: str) -> Queued:
-        return self.items.pop(query_id)
+        item = self.items.pop(query_id)
+        self._count(item, -1)
+        return item
 
     def pop_hopeless(self, now_s: float) -> list[Queued]:
         """Take out every query whose drop deadline is before ``now_s``."""
@@ -95,11 +110,16 @@ class AdmissionQueue:
             item = self.items.get(query_id)
             if item is not None and item.drop_at_s < now_s:
                 del self.items[query_id]
+                self._count(item, -1)
                 out.append(item)
         if len(heap) > 64 and len(heap) > 4 * len(self.items):
             self._deadlines = [(i.drop_at_s, next(self._seq), q) for q, i in self.items.items()]
             heapq.heapify(self._deadlines)
         return out
+
+    def _count(self, item: Queued, sign: int) -> None:
+        application = item.pending.application
+        self._rows[application] = self._rows.get(application, 0) + sign * item.pending.batch_size
 
     def depth_by_application(self) -> dict[str, int]:
         depth: dict[str, int] = {}

@@ -85,6 +85,8 @@ class SimQuery(NamedTuple):
     model: str | None
     batch_size: int
     slo_ms: float
+    #: the simulated client sends it as it arrives
+    sent_at: float
     accuracy_floor: float | None = None
     inputs: None = None
 
@@ -339,9 +341,9 @@ class Simulation:
     def _arrive(self, i: int) -> None:
         application, model, rows, slo_ms = self.query_fields[i]
         # the transport's own handle on a query: its index
-        reason = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms), payload=i)
-        if reason is not None:
-            self._drop(i, reason)
+        rejection = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms, self.now), payload=i)
+        if rejection is not None:
+            self._drop(i, rejection.reason)
         self.counts[application] = self.counts.get(application, 0) + 1
         if i + 1 < len(self.arrival):
             self._push(float(self.arrival[i + 1]), EventType.ARRIVAL, i + 1)

@@ -64,7 +64,7 @@ def autoscaled(stack, tmp_path_factory) -> Iterator[LocalLauncher]:
 
 
 def test_scales_up_from_nothing_out_with_the_load_and_back_in(autoscaled, settings) -> None:
-    with MeridianClient(settings) as client:
+    with MeridianClient(settings, applications=["vision"]) as client:
         load = Load(client)
         try:
             load.rate = 20.0

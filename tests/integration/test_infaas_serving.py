@@ -51,7 +51,7 @@ def test_model_less_queries_are_served_by_variants_meeting_their_goals(infaas, s
     x, y = digits_rows()
     queries = [make_query(x[i:i + 1], application=APP, model=None, accuracy_floor=floor, slo_ms=1000.0)
                for i in range(40)]
-    with MeridianClient(settings) as client:
+    with MeridianClient(settings, applications=[APP]) as client:
         for query in queries:
             client.send(query)
         client.flush()
@@ -71,7 +71,7 @@ def test_an_unreachable_accuracy_goal_gets_the_closest_variant_with_a_note(infaa
     best = max(infaas.values())
     if best >= 1.0:
         pytest.skip("a registered variant is perfect on the validation set; no goal is unreachable")
-    with MeridianClient(settings) as client:
+    with MeridianClient(settings, applications=[APP]) as client:
         client.send(query)
         client.flush()
         assert client.wait_for([query.query_id], timeout_s=60)

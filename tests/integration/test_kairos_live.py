@@ -60,7 +60,7 @@ def test_planner_chooses_a_fleet_and_kairos_serves_on_it(kairos_stack, settings)
     plans.seek_to_end(partition)
     plans.position(partition)  # resolve "end" now, before the plan can be written
     rng = np.random.default_rng(3)
-    with MeridianClient(settings) as client:
+    with MeridianClient(settings, applications=["rm2"]) as client:
         send(client, deeprecsys_sizes(400, rng), rate=150.0)  # no workers yet: these show the planner the sizes
         plan = None
         deadline = time.monotonic() + 30

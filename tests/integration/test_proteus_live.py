@@ -69,7 +69,7 @@ def plans_so_far(settings) -> list[AllocationPlan]:
 
 
 def test_plans_are_applied_and_accuracy_scales_with_the_load(proteus, settings) -> None:
-    with MeridianClient(settings) as client:
+    with MeridianClient(settings, applications=["vision"]) as client:
         sender = SteadySender(client, 15.0)
         try:
             wait_until(lambda: any(r.status is ResultStatus.OK for r, _ in list(client.results.values())), 120,

@@ -63,7 +63,7 @@ def send(client: MeridianClient, rate_qps: float, duration_s: float) -> list[str
 
 
 def test_queries_are_served_by_the_policy_and_accuracy_scales_with_load(ramsis, settings) -> None:
-    with MeridianClient(settings) as client:
+    with MeridianClient(settings, applications=["vision"]) as client:
         light = send(client, 5.0, 6.0)
         heavy = send(client, 110.0, 6.0)
         assert client.wait_for(light + heavy, timeout_s=60), "every query gets a final result"

@@ -82,7 +82,7 @@ def test_replaying_the_simulators_events_as_messages_gives_the_same_decisions(pr
     now = [0.0]
     live = SchedulerCore(make_dispatch("kairos", profiles), Catalogue(profiles, {MODEL: [MODEL]}), CoreConfig(),
                          clock=lambda: now[0])
-    replayed = []
+    replayed, rows_of = [], {}
     for kind, at, payload in recorder.log:
         now[0] = at
         if kind == "query":
@@ -98,9 +98,11 @@ def test_replaying_the_simulators_events_as_messages_gives_the_same_decisions(pr
         elif kind == "finished":
             worker_id, batch_id, compute_ms = payload
             live.on_worker_event(BatchFinished(worker_id=worker_id, batch_id=batch_id, variant=MODEL, device="x",
-                                               rows=1, compute_ms=compute_ms, ok=True, at=at))
+                                               rows=rows_of[batch_id], compute_ms=compute_ms, ok=True, at=at))
         else:
-            replayed.append(decisions(live.step()))
+            step = live.step()
+            rows_of.update((d.batch_id, d.rows) for d in step.dispatches)
+            replayed.append(decisions(step))
     assert replayed == steps
 
 

@@ -16,9 +16,9 @@ PROFILES = ProfileSet(
     source="test", devices=[DeviceType(name="cpu", kind="cpu", price_per_hour=0.1)], slo_ms={"fam": 50.0},
     variants=[
         VariantProfile(variant="small", family="fam", device="cpu", accuracy=0.9,
-                       batch_latency_ms={1: 1.0, 8: 4.0}, max_batch=8),
+                       batch_latency_ms={1: 1.0, 8: 4.0}, max_batch=8, input_shape=(4,), input_dtype="float32"),
         VariantProfile(variant="large", family="fam", device="cpu", accuracy=0.97,
-                       batch_latency_ms={1: 5.0, 8: 20.0}, max_batch=8),
+                       batch_latency_ms={1: 5.0, 8: 20.0}, max_batch=8, input_shape=(4,), input_dtype="float32"),
     ])
 
 
@@ -37,14 +37,19 @@ class Harness:
         self.clock = Clock()
         self.core = SchedulerCore(FcfsDispatch(), Catalogue(PROFILES, {"app": ["fam"]}),
                                   CoreConfig(drop_after_slo_multiple=options.get("drop", 5.0),
-                                             worker_timeout_s=options.get("timeout", 3.0)), clock=self.clock)
+                                             worker_timeout_s=options.get("timeout", 3.0),
+                                             max_clock_skew_s=options.get("skew", 5.0),
+                                             duplicate_window_s=options.get("window", 600.0)), clock=self.clock)
 
     def at(self, now: float) -> "Harness":
         self.clock.now = now
         return self
 
-    def admit(self, query: Query, now: float, token=None) -> str | None:
-        return self.at(now).core.admit(query, payload=query, ack_token=token)
+    def admit(self, query: Query, now: float, token=None, *, sent_at: float | None = None, **transport) -> str | None:
+        """Admit ``query`` as sent at ``sent_at`` (default: just now)."""
+        query = query.model_copy(update={"sent_at": now if sent_at is None else sent_at})
+        rejection = self.at(now).core.admit(query, payload=query, ack_token=token, **transport)
+        return None if rejection is None else rejection.reason
 
     def event(self, event, now: float) -> None:
         self.at(now).core.on_worker_event(event)
@@ -125,8 +130,9 @@ def test_stale_queries_are_dropped_explicitly() -> None:
     assert not core.step(1.0 + 0.098).dropped, "99 ms in 2x 50 ms with 1 ms of work left: still in time"
     [(item, reason)] = core.step(1.0 + 0.0995).dropped
     result = dropped(item, reason, 1.0995)
-    assert result.status.value == "dropped" and item.ack_token == "t" and "2x its 50 ms SLO" in result.reason
-    assert "1 ms" in result.reason and not core.core.queue and result.timestamps.scheduler_received == 1.0
+    assert result.status.value == "dropped" and item.ack_token == "t" and "50 ms SLO" in result.reason
+    assert "would miss its deadline by 0.5 ms" in result.reason and "1 ms on its fastest variant" in result.reason
+    assert not core.core.queue and result.timestamps.scheduler_received == 1.0
 
 
 def test_a_lost_workers_batches_are_requeued_first() -> None:
@@ -195,3 +201,59 @@ def test_the_load_window_reports_each_application_once_then_starts_empty() -> No
     assert [(s.application, s.arrival_rate_qps, s.queue_depth, s.batch_sizes) for s in first] == [
         ("a", 1.5, 4, [1, 3, 2]), ("b", 0.0, 1, [])]
     assert [(s.application, s.arrival_rate_qps) for s in window.close({}, 12.0)] == []
+
+
+def test_the_deadline_counts_from_the_clients_send_so_a_query_that_waited_in_kafka_is_dropped_at_once() -> None:
+    core = Harness()
+    core.event(heartbeat("w1"), 0.0)
+    assert core.admit(make_query("late"), 10.0, "t", sent_at=10.0 - 0.3) is None  # 300 ms old, 5x 50 ms allowed
+    [(item, reason)] = core.step(10.0).dropped
+    assert item.pending.query_id == "late" and "would miss its deadline by 51 ms" in reason, reason
+    assert "sent 300 ms ago" in reason
+
+
+def test_a_query_behind_more_work_than_the_fleet_can_do_in_its_slo_is_dropped_on_arrival() -> None:
+    core = Harness(drop=1.0)
+    core.event(heartbeat("w1"), 0.0)
+    # one worker does at best 2 rows/ms (8 rows in 4 ms), and a query needs 1 ms itself: of 50 ms, one
+    # with 98 rows ahead can still make it, one with 99 cannot
+    for k in range(101):
+        core.admit(make_query(f"q{k}"), 1.0, k)
+    dropped_ids = {item.pending.query_id: reason for item, reason in core.step(1.0).dropped}
+    assert list(dropped_ids) == ["q99", "q100"]
+    assert "50 ms for the work queued ahead of it" in dropped_ids["q100"], dropped_ids["q100"]
+
+
+def test_sent_at_must_agree_with_the_clock_and_the_messages_timestamp() -> None:
+    core = Harness(skew=2.0)
+    ahead = core.admit(make_query("future"), 100.0, sent_at=100.0 + 365 * 86_400)
+    assert "`sent_at` is 365 days ahead of the scheduler's clock" in ahead and "at most 2 s" in ahead
+    assert "before the time the message was produced" in core.admit(make_query("old"), 100.0, sent_at=50.0,
+                                                                        transport_s=99.9)
+    assert core.admit(make_query("fine"), 100.0, sent_at=99.0, transport_s=99.5) is None
+
+
+def test_a_query_id_is_served_once_and_a_redelivered_copy_is_not_a_duplicate() -> None:
+    core = Harness()
+    assert core.admit(make_query("q1"), 1.0, "a", delivery=(0, 7)) is None
+    assert core.admit(make_query("q1"), 1.2, "a", delivery=(0, 7)) is None, "the same message read again"
+    again = core.admit(make_query("q1"), 1.5, "b", delivery=(0, 9))
+    assert again.startswith("duplicate query id: 'q1' was admitted 500 ms ago"), again
+    assert core.core.admit(make_query("q1", sent_at=1.5), delivery=(0, 10)).foreign_id, \
+        "the repeat's answer must not go out under the id another client's query holds"
+    assert len(core.core.queue) == 1
+
+
+def test_the_duplicate_window_is_bounded_in_time() -> None:
+    core = Harness(window=10.0)
+    core.admit(make_query("q1", slo_ms=5000.0), 1.0, delivery=(0, 1))
+    core.admit(make_query("q2", slo_ms=5000.0), 12.0, delivery=(0, 2))
+    assert "q1" not in core.core._recent and "q2" in core.core._recent
+
+
+def test_inputs_must_match_the_models_row_shape_and_dtype() -> None:
+    core = Harness()
+    wrong = core.admit(make_query("q", inputs=encode(np.zeros((1, 3), np.float32))), 1.0)
+    assert wrong == "`inputs` rows have shape [3] of float32, but the model takes rows of shape [4] of float32"
+    typed = core.admit(make_query("q", inputs=encode(np.zeros((1, 4), np.int64))), 1.0)
+    assert "of int64" in typed

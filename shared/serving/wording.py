@@ -1,0 +1,18 @@
+"""Durations as a person would write them in a reason (`850 ms`, `12.3 s`, `365 days`)."""
+from __future__ import annotations
+
+
+def duration(seconds: float) -> str:
+    """
+    Examples
+    --------
+    >>> [duration(s) for s in (0.0004, 0.85, 12.34, 5400.0, 31_536_000.0)]
+    ['0.4 ms', '850 ms', '12.3 s', '1.5 h', '365 days']
+    """
+    if seconds < 1.0:
+        return f"{seconds * 1000:.3g} ms"
+    if seconds < 120.0:
+        return f"{seconds:.3g} s"
+    if seconds < 2 * 86_400.0:
+        return f"{seconds / 3600:.3g} h" if seconds >= 3600 else f"{seconds / 60:.3g} min"
+    return f"{seconds / 86_400:.3g} days"
