@@ -27,7 +27,9 @@ def main() -> None:
         for name, drill in DRILLS.items():
             config = OVERLOAD if name == "overload" else STEADY
             outcome = drill(stack, root / name, PORT_BASE, config)
-            scenarios[name] = outcome.model_dump()
+            # every result on the wire reaches the client, which counts the repeats it suppressed
+            scenarios[name] = {"duplicates_on_wire": outcome.duplicates_seen_by_client,
+                               **outcome.model_dump(exclude={"series"})}
             print(f"{name}: {outcome.model_dump_json()}", flush=True)
         scenarios["hostile_input"] = hostile_input(stack, root / "hostile").model_dump()
     write_result("faults", {

@@ -2,10 +2,11 @@
 
 Consumes ``meridian.queries`` (faust agent) and, with no consumer group, ``meridian.worker-events`` and
 ``meridian.plans``; produces ``meridian.dispatch.<worker>`` batches, its own ``rejected``/``dropped``
-results on ``meridian.results.<application>`` (``meridian.results`` for messages of no known application), copies of bad input on ``meridian.dead-letter`` and
-``meridian.load-stats``. Every decision is the core's; this module only moves messages. A query's
+results on ``meridian.results.<application>`` (``meridian.results`` for messages of no known
+application), copies of bad input on ``meridian.dead-letter`` and ``meridian.load-stats``. Every decision is the core's; this module only moves messages. A query's
 message is acknowledged (its offset committed) only once its batch is durably dispatched or its final
-result is sent, so a restarted scheduler re-reads what it had not handed on.
+result is sent, so a restarted scheduler re-reads what it had not acknowledged, and skips those of them it
+finds it had handed on (`handed_on`).
 
 Run: ``python -m services.scheduler``
 """
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, worker_event_adapter
 from services.scheduler import messages
+from services.scheduler.handed_on import handed_on_query_ids
 from services.scheduler.load_window import LoadWindow
 from services.scheduler.policy_options import dispatch_options, follow_ramsis_generation
 from services.scheduler.setup import SERVICE, app_options, follow_topic
@@ -51,6 +53,7 @@ def build_app(settings: Settings) -> faust.App:
     dead_letter_topic = app.topic(topics.DEAD_LETTER)
     core = make_core(settings, Catalogue.from_settings(settings))
     load = LoadWindow(settings.load_stats_interval_s)
+    handed_on = handed_on_query_ids(settings, lookback_s=settings.restart_lookback_s)
 
     @functools.lru_cache(maxsize=4096)
     def topic_named(name: str) -> faust.TopicT:
@@ -110,6 +113,10 @@ def build_app(settings: Settings) -> faust.App:
                 query = Query.model_validate_json(event.value)
             except ValidationError as exc:
                 await refuse(event, describe_validation_error(exc), None, trusted_id=False)
+                continue
+            if query.query_id in handed_on:  # re-read after a restart: dispatched or answered before it
+                handed_on.discard(query.query_id)
+                event.ack()
                 continue
             load.record(query.application, query.batch_size)
             created_s = message.timestamp if message.timestamp_type == CREATE_TIME else None
