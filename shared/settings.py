@@ -52,7 +52,10 @@ class Settings(BaseSettings):
     #: can no longer make it (answering it late would only delay the queries behind it)
     drop_after_slo_multiple: float = Field(default=1.0, gt=0.0)
     #: the part of an SLO kept for carrying the answer from the worker to the client over Kafka
-    delivery_margin_ms: float = Field(default=20.0, ge=0.0)
+    delivery_margin_ms: float = Field(default=50.0, ge=0.0)
+    #: a worker whose batch is predicted to finish within this is sent its next batch already, so it does
+    #: not idle while batches and their ends travel over Kafka (about one dispatch round trip)
+    pipeline_lead_ms: float = Field(default=15.0, ge=0.0)
     #: clients and services share one time domain (NTP): a query's ``sent_at`` more than this ahead of the
     #: scheduler's clock, or this far off its Kafka record's timestamp, is rejected
     max_clock_skew_s: float = Field(default=5.0, gt=0.0)

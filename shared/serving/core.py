@@ -55,6 +55,13 @@ class CoreConfig:
     drop_after_slo_multiple: float = 1.0
     #: time an answer needs after its compute to reach the client (the transport's share of the SLO)
     delivery_margin_s: float = 0.0
+    #: a worker whose batch in flight is predicted to finish within this long is offered its next batch
+    #: already (at most two in flight), so that it does not idle while a batch travels to it and its end
+    #: travels back; 0: one batch at a time (the simulator, whose messages take no time)
+    pipeline_lead_s: float = 0.0
+    #: judge the work queued ahead of a query by the rate workers were seen to serve at (dispatch to end
+    #: heard), where lower than their profile's: live, Kafka and the host add to the profiled compute
+    learn_service_rate: bool = False
     #: a worker silent this long is lost (its unfinished batches are re-queued)
     worker_timeout_s: float = math.inf
     #: prefix of batch ids: unique per scheduler instance, so a restarted one never reuses an id
@@ -70,6 +77,7 @@ class CoreConfig:
     def from_settings(cls, settings: "Settings", *, batch_id_prefix: str) -> "CoreConfig":
         return cls(drop_after_slo_multiple=settings.drop_after_slo_multiple,
                    delivery_margin_s=settings.delivery_margin_ms / 1000.0,
+                   pipeline_lead_s=settings.pipeline_lead_ms / 1000.0, learn_service_rate=True,
                    worker_timeout_s=3 * settings.heartbeat_interval_s, batch_id_prefix=batch_id_prefix,
                    max_clock_skew_s=settings.max_clock_skew_s, duplicate_window_s=settings.duplicate_window_s)
 
@@ -80,6 +88,7 @@ class Inflight:
     variant: str
     rows: int
     predicted_finish_s: float
+    dispatched_s: float
 
 
 @dataclass(slots=True)
@@ -97,16 +106,26 @@ class TrackedWorker:
     busy_until_s: float = 0.0
     #: the view while idle (None while busy), which only changes with the fields above
     idle_view: WorkerView | None = None
+    #: when its last batch's end was heard
+    last_finish_s: float = -math.inf
+    #: rows per second it was seen to serve, from dispatch to the end heard (moving average), if learnt
+    served_rows_per_s: float | None = None
 
-    def view(self, now_s: float) -> WorkerView:
+    def view(self, now_s: float, lead_s: float) -> WorkerView:
         if not self.inflight:
             if self.idle_view is None:
                 self.idle_view = WorkerView(self.worker_id, self.device, self.variants, 0, 0.0, self.available_at_s,
                                             self.max_batch)
             return self.idle_view
         finish = self.busy_until_s
-        return WorkerView(self.worker_id, self.device, self.variants, len(self.inflight),
+        # a worker about to finish takes its next batch now: to the policy it is free from ``finish`` on
+        inflight = 0 if self.takes_next(now_s, lead_s) else len(self.inflight)
+        return WorkerView(self.worker_id, self.device, self.variants, inflight,
                           max(0.0, finish - now_s) * 1000.0, finish, self.max_batch)
+
+    def takes_next(self, now_s: float, lead_s: float) -> bool:
+        """May it be sent a batch now: nothing in flight, or one batch about to finish."""
+        return not self.inflight or (len(self.inflight) == 1 and self.busy_until_s - now_s <= lead_s)
 
 
 class Dispatch(NamedTuple):
@@ -160,8 +179,8 @@ class SchedulerCore:
         self._fastest: dict[tuple[tuple[str, ...], int], float] = {}
         self._profiles: dict[tuple[str, str], VariantProfile | None] = {}
         self._accepted: dict[tuple, tuple[str, ...] | str] = {}
-        #: rows per second the current fleet can serve of each candidate set, at best
-        self._capacity: dict[tuple[str, ...], float] = {}
+        #: (worker, candidate set) -> rows per second its profile says it serves at best
+        self._profiled_rate: dict[tuple[str, tuple[str, ...]], float] = {}
         #: query id -> (admitted at, delivery), oldest first: the duplicate window
         self._recent: OrderedDict[str, tuple[float, Hashable | None]] = OrderedDict()
         self._batches = 0
@@ -178,7 +197,7 @@ class SchedulerCore:
         self._fastest.clear()
         self._profiles.clear()
         self._accepted.clear()
-        self._capacity.clear()
+        self._profiled_rate.clear()
 
     # -- queries --------------------------------------------------------------------------------
     def admit(self, query: AdmissionRequest, *, payload: object = None, ack_token: Hashable | None = None,
@@ -255,14 +274,14 @@ class SchedulerCore:
                                                             incarnation=incarnation)
             self._idle.add(worker_id)
             self._real_workers += not emulated
-            self._capacity.clear()
-            self.policy.on_worker_joined(record.view(now))
+            self._profiled_rate.clear()
+            self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
             return
         record.last_seen_s = now
         if (record.variants, record.max_batch) != (variants, max_batch):
             record.variants, record.max_batch, record.idle_view = variants, max_batch, None
-            self._capacity.clear()
-            self.policy.on_worker_joined(record.view(now))
+            self._profiled_rate.clear()
+            self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
 
     def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None) -> None:
         """A batch is done; ``rows`` is how many of its rows were computed (a worker skips expired ones),
@@ -272,7 +291,14 @@ class SchedulerCore:
         batch = record.inflight.pop(batch_id, None) if record is not None else None
         if batch is None:
             return  # a batch of a worker's previous life, or of another scheduler
-        record.last_seen_s = record.available_at_s = now
+        if self.config.learn_service_rate and batch.rows:
+            # the batch could start once dispatched and once the one before it was done
+            taken = now - max(batch.dispatched_s, record.last_finish_s)
+            if taken > 0.0:
+                sample = batch.rows / taken
+                seen = record.served_rows_per_s
+                record.served_rows_per_s = sample if seen is None else seen + 0.2 * (sample - seen)
+        record.last_seen_s = record.available_at_s = record.last_finish_s = now
         record.idle_view = None
         if record.inflight:
             record.busy_until_s = max(b.predicted_finish_s for b in record.inflight.values())
@@ -289,8 +315,8 @@ class SchedulerCore:
         hosted = set(record.variants)
         hosted.add(variant) if loaded else hosted.discard(variant)
         record.variants, record.idle_view = tuple(sorted(hosted)), None
-        self._capacity.clear()
-        self.policy.on_worker_joined(record.view(self._clock()))
+        self._profiled_rate.clear()
+        self.policy.on_worker_joined(record.view(self._clock(), self.config.pipeline_lead_s))
 
     def worker_lost(self, worker_id: str) -> None:
         """Forget the worker; its unfinished queries go back to the head of the queue.
@@ -303,7 +329,7 @@ class SchedulerCore:
             return
         self._idle.discard(worker_id)
         self._real_workers -= not record.emulated
-        self._capacity.clear()
+        self._profiled_rate.clear()
         self.policy.on_worker_lost(worker_id)
         requeued = [Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s)
                     for batch in record.inflight.values() for i in batch.items]
@@ -328,18 +354,19 @@ class SchedulerCore:
             for worker_id in silent:
                 self.worker_lost(worker_id)
         hopeless = self.queue.pop_hopeless(now)
-        if not hopeless and not (self.queue.items and self._idle):
+        if not hopeless and not (self.queue.items and self._any_takes_next(now)):
             return _NOTHING
         dispatches: list[Dispatch] = []
         dropped = [(item, self._hopeless_reason(item)) for item in hopeless]
         loads: list[tuple[str, str]] = []
         for item in hopeless:
             self.policy.on_query_removed(item.pending.query_id)
+        lead = self.config.pipeline_lead_s
         for _ in range(len(self.workers) + 1):
-            if not self.queue.items or not self._idle:
+            if not self.queue.items or not self._any_takes_next(now):
                 break
             decision = self.policy.decide(now, self.queue.view,
-                                          [w.idle_view or w.view(now) for w in self.workers.values()])
+                                          [w.idle_view or w.view(now, lead) for w in self.workers.values()])
             if not decision:
                 break
             if decision.loads:
@@ -358,10 +385,16 @@ class SchedulerCore:
         return {**{app: 0 for app in self._catalogue.applications}, **self.queue.depth_by_application()}
 
     # -- internals ------------------------------------------------------------------------------
+    def _any_takes_next(self, now: float) -> bool:
+        if self._idle:
+            return True
+        lead = self.config.pipeline_lead_s
+        return lead > 0.0 and any(w.takes_next(now, lead) for w in self.workers.values())
+
     def _dispatch(self, assignment: Assignment, now: float) -> Dispatch:
         worker = self.workers.get(assignment.worker_id)
         variant = assignment.variant
-        if worker is None or worker.inflight or variant not in worker.variants:
+        if worker is None or not worker.takes_next(now, self.config.pipeline_lead_s) or variant not in worker.variants:
             raise ValueError(f"assignment {assignment!r} to an unknown, busy or unfit worker")
         items = [self.queue.pop(query_id) for query_id in assignment.query_ids]
         rows = 0
@@ -373,8 +406,9 @@ class SchedulerCore:
             raise ValueError(f"bad assignment {assignment!r} for worker {worker.worker_id!r}")
         batch_id = f"{self.config.batch_id_prefix}-{self._batches}"
         self._batches += 1
-        finish = self._predicted_finish_s(worker, variant, rows, now)
-        worker.inflight[batch_id] = Inflight(items, variant, rows, finish)
+        starts = max(now, worker.busy_until_s) if worker.inflight else now  # after the batch it is finishing
+        finish = self._predicted_finish_s(worker, variant, rows, starts)
+        worker.inflight[batch_id] = Inflight(items, variant, rows, finish, now)
         worker.busy_until_s, worker.idle_view = finish, None
         self._idle.discard(worker.worker_id)
         return Dispatch(batch_id, worker.worker_id, worker.incarnation, variant, tuple(items), rows, now)
@@ -468,15 +502,18 @@ class SchedulerCore:
             recent.popitem(last=False)
 
     def _capacity_rows_per_s(self, candidates: tuple[str, ...]) -> float:
-        """Rows per second the workers hosting a candidate serve at their best batch: the work queued ahead
-        of a query takes at least its rows over this."""
-        capacity = self._capacity.get(candidates)
-        if capacity is None:
-            capacity = 0.0
-            for worker in self.workers.values():
+        """Rows per second the workers hosting a candidate serve at best (their profile's best batch, or
+        the rate they were seen to serve at, if lower): the work queued ahead of a query takes at least its
+        rows over this."""
+        capacity = 0.0
+        for worker in self.workers.values():
+            best = self._profiled_rate.get((worker.worker_id, candidates))
+            if best is None:
                 rates = [b / (latency / 1000.0) for v in candidates if v in worker.variants
                          if (p := self._catalogue.profile(v, worker.device)) is not None
                          for b, latency in p.batch_latency_ms.items() if b <= worker.max_batch]
-                capacity += max(rates, default=0.0)
-            capacity = self._capacity[candidates] = capacity or math.inf
-        return capacity
+                best = self._profiled_rate[(worker.worker_id, candidates)] = max(rates, default=0.0)
+            if best and worker.served_rows_per_s is not None:
+                best = min(best, worker.served_rows_per_s)
+            capacity += best
+        return capacity or math.inf

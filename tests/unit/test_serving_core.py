@@ -39,7 +39,9 @@ class Harness:
                                   CoreConfig(drop_after_slo_multiple=options.get("drop", 5.0),
                                              worker_timeout_s=options.get("timeout", 3.0),
                                              max_clock_skew_s=options.get("skew", 5.0),
-                                             duplicate_window_s=options.get("window", 600.0)), clock=self.clock)
+                                             duplicate_window_s=options.get("window", 600.0),
+                                             pipeline_lead_s=options.get("lead", 0.0),
+                                             learn_service_rate=options.get("learn", False)), clock=self.clock)
 
     def at(self, now: float) -> "Harness":
         self.clock.now = now
@@ -257,3 +259,30 @@ def test_inputs_must_match_the_models_row_shape_and_dtype() -> None:
     assert wrong == "`inputs` rows have shape [3] of float32, but the model takes rows of shape [4] of float32"
     typed = core.admit(make_query("q", inputs=encode(np.zeros((1, 4), np.int64))), 1.0)
     assert "of int64" in typed
+
+
+@pytest.mark.parametrize("lead, pipelined", [(0.0, False), (0.002, False), (0.005, True)])
+def test_a_worker_about_to_finish_is_sent_its_next_batch_within_the_pipeline_lead(lead, pipelined) -> None:
+    core = Harness(lead=lead)
+    core.event(heartbeat("w1", variants=("large",)), 0.0)
+    core.admit(make_query("q1", slo_ms=100.0, model="large"), 1.0, "t1")
+    assert len(core.batches(1.0)) == 1  # large takes 5 ms: predicted to finish at 1.005
+    core.admit(make_query("q2", slo_ms=100.0, model="large"), 1.001, "t2")
+    second = core.batches(1.001)  # 4 ms before the first batch ends
+    assert len(second) == int(pipelined)
+    if pipelined:
+        view = core.core.workers["w1"].view(1.001, lead)
+        assert view.inflight == 2 and view.available_at_s == pytest.approx(1.010), "queued after the first"
+
+
+def test_the_work_ahead_is_judged_by_the_rate_a_worker_was_seen_to_serve_when_lower_than_its_profile() -> None:
+    core = Harness(drop=1.0, learn=True)
+    core.event(heartbeat("w1"), 0.0)
+    core.admit(make_query("q1"), 1.0, "t1")
+    [(batch, _)] = core.batches(1.0)
+    core.event(BatchFinished(worker_id="w1", batch_id=batch.batch_id, variant="small", device="cpu", rows=1,
+                             compute_ms=1.0, ok=True, at=1.05), 1.05)  # 1 ms of compute, heard 50 ms later
+    assert core.core.workers["w1"].served_rows_per_s == pytest.approx(20.0)
+    core.admit(make_query("q2"), 1.06, "t2")
+    core.admit(make_query("q3"), 1.06, "t3")  # one row ahead at 20 rows/s: 50 ms, more than its 50 ms SLO
+    assert [item.pending.query_id for item, _ in core.step(1.06).dropped] == ["q3"]
