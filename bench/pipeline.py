@@ -49,8 +49,7 @@ def send_poisson(client: MeridianClient, rate: float, duration_s: float, *, rows
         inputs = encode(rows[rng.integers(0, len(rows), size=1)]) if rows is not None else None
         query = Query(query_id=f"{run}-{index}", application="digits", model=model, slo_ms=1000.0,
                       batch_size=1, inputs=inputs, sent_at=time.time())
-        client.send(query)
-        sent[query.query_id] = query.sent_at
+        sent[query.query_id] = client.send(query).sent_at
     client.flush()
     return sent, time.time() - start
 

@@ -60,10 +60,8 @@ class SteadyLoad:
             delay = start + k / self.rate_qps - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            query = self.make_query()
-            now = time.time()
-            self.client.send(query.model_copy(update={"sent_at": now}))
-            self.sent_at[query.query_id] = now
+            query = self.client.send(self.make_query())
+            self.sent_at[query.query_id] = query.sent_at
             self.slo_ms[query.query_id] = query.slo_ms
         self.client.flush()
 

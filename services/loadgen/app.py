@@ -58,8 +58,8 @@ def run(args: argparse.Namespace, settings: Settings) -> LoadSummary:
             query = Query(query_id=f"{run_id}-{index}", application=args.application, model=args.model,
                           slo_ms=args.slo_ms, accuracy_floor=args.accuracy_floor, batch_size=args.batch_size,
                           inputs=inputs, sent_at=time.time())
+            query = client.send(query)
             sent[query.query_id] = (query.sent_at, query.slo_ms)
-            client.send(query)
             metrics.CLIENT_QUERIES_SENT.labels(args.application).inc()
         client.flush()
         duration = time.time() - start

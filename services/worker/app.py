@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from confluent_kafka import OFFSET_STORED, Consumer, TopicPartition
 from pydantic import ValidationError
 
 from schemas import (
@@ -39,8 +39,9 @@ from schemas import (
 from services.worker.executors import EmulatedExecutor, ExecutionError, Executor, OnnxExecutor
 from shared import metrics
 from shared.adapters import topics
-from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
-from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_producer
+from shared.adapters.dead_letter import describe_validation_error, publish_dead_letter
+from shared.adapters.kafka_io import ensure_core_topics
+from shared.adapters.rdkafka import RdProducer, make_rd_consumer, poll_messages
 from shared.profiles.sources import load_profile_source
 from shared.serving.expiry import expired_reason, split_by_deadline
 from shared.settings import Settings
@@ -56,7 +57,7 @@ logger = logging.getLogger(__name__)
 class WorkerContext:
     worker_id: str
     executor: Executor
-    producer: KafkaProducer
+    producer: RdProducer
     max_batch: int
     price_per_hour: float
     #: this process's life; batches addressed to an earlier one were re-queued by the scheduler
@@ -170,41 +171,43 @@ def heartbeat(ctx: WorkerContext, interval_s: float, stop: threading.Event) -> N
         stop.wait(interval_s)
 
 
-def serve(ctx: WorkerContext, consumer: KafkaConsumer, stop: threading.Event, *, commit_interval_s: float) -> None:
+def serve(ctx: WorkerContext, consumer: Consumer, stop: threading.Event, *, commit_interval_s: float) -> None:
     """Results go out as each batch finishes; offsets move at most every ``commit_interval_s``, and only
     after a flush: a crash redoes at most that much work, and the client drops the repeats."""
     committed_at = time.monotonic()
     pending = False
     while not stop.is_set():
-        polled = consumer.poll(timeout_ms=200, max_records=64)
-        pending = pending or bool(polled)
-        for records in polled.values():
-            for record in records:
-                received_at = time.time()
-                try:
-                    command = worker_command_adapter.validate_json(record.value)
-                except ValidationError as exc:
-                    send_dead_letter(ctx.producer, record, describe_validation_error(exc), service=SERVICE)
-                    continue
-                ctx.inflight = 1
-                HANDLERS[type(command)](ctx, command, received_at)
-                ctx.inflight = 0
+        messages = poll_messages(consumer, timeout_s=0.2, max_messages=64)
+        pending = pending or bool(messages)
+        for message in messages:
+            received_at = time.time()
+            try:
+                command = worker_command_adapter.validate_json(message.value())
+            except ValidationError as exc:
+                publish_dead_letter(ctx.producer, message.value(), describe_validation_error(exc), service=SERVICE,
+                                    source_topic=message.topic(), partition=message.partition(),
+                                    offset=message.offset())
+                continue
+            ctx.inflight = 1
+            HANDLERS[type(command)](ctx, command, received_at)
+            ctx.inflight = 0
         if pending and time.monotonic() - committed_at >= commit_interval_s:
             ctx.producer.flush()  # everything the handled commands produced is on the broker ...
-            consumer.commit_async()  # ... before their offsets (the positions after them) move
+            consumer.commit(asynchronous=True)  # ... before their offsets (the positions after them) move
             committed_at, pending = time.monotonic(), False
     ctx.producer.flush()
-    consumer.commit()
+    if pending:
+        consumer.commit(asynchronous=False)
 
 
-def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerContext, KafkaConsumer]:
+def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerContext, Consumer]:
     profiles = load_profile_source(args.profile_source, settings)
     executor: Executor = (EmulatedExecutor(profiles, args.emulate, seed=args.seed) if args.emulate
                           else OnnxExecutor(settings.models_dir))
     device = profiles.device_by_name.get(executor.device)
     price = device.price_per_hour if device else 0.0
     ensure_core_topics(settings, topics.TopicSpec(topics.dispatch_topic(args.worker_id), 1))
-    producer = make_producer(settings)
+    producer = RdProducer(settings)
     profiled = [max(p.batch_latency_ms) for p in profiles.variants if p.device == executor.device]
     max_batch = args.max_batch or max(profiled, default=64)
     ctx = WorkerContext(args.worker_id, executor, producer, max_batch=max_batch, price_per_hour=price)
@@ -212,10 +215,8 @@ def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerConte
         handle_load(ctx, LoadVariant(worker_id=args.worker_id, variant=variant), time.time())
     # The worker's topic has one partition and one reader: assign it (no group rebalances to wait for)
     # and commit under the worker's group, so a restart with the same id resumes where it stopped.
-    consumer = make_consumer(settings, group_id=topics.worker_group(args.worker_id))
-    partition = TopicPartition(topics.dispatch_topic(args.worker_id), 0)
-    consumer.assign([partition])
-    consumer.position(partition)  # ready to read before the first heartbeat announces the worker
+    consumer = make_rd_consumer(settings, group_id=topics.worker_group(args.worker_id))
+    consumer.assign([TopicPartition(topics.dispatch_topic(args.worker_id), 0, OFFSET_STORED)])
     return ctx, consumer
 
 

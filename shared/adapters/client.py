@@ -12,11 +12,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from schemas import Query, Result
 from shared.adapters import topics
-from shared.adapters.kafka_io import make_consumer, make_producer
+from shared.adapters.rdkafka import RdProducer, make_rd_consumer, poll_messages
 from shared.settings import Settings
 
 
@@ -34,14 +34,18 @@ class MeridianClient:
     def __init__(self, settings: Settings, *, applications: Sequence[str] | None = None,
                  on_result: Callable[[Result, float], None] | None = None, topic_timeout_s: float = 10.0) -> None:
         self._on_result = on_result
-        self._producer = make_producer(settings)
-        self._consumer = make_consumer(settings, group_id=None)
+        self._producer = RdProducer(settings)
+        self._consumer = make_rd_consumer(settings, group_id=None)
         names = [topics.results_topic(app) for app in (applications or settings.applications)] + [topics.RESULTS]
-        assigned = [TopicPartition(name, p) for name in names for p in self._partitions(name, topic_timeout_s)]
-        self._consumer.assign(assigned)
-        self._consumer.seek_to_end(*assigned)
-        for tp in assigned:
-            self._consumer.position(tp)  # resolve "end" now, before any query is sent
+        try:
+            # from each partition's end as of now, resolved before any query is sent
+            partitions = [TopicPartition(name, p) for name in names for p in self._partitions(name, topic_timeout_s)]
+            for tp in partitions:
+                tp.offset = self._consumer.get_watermark_offsets(tp, timeout=10)[1]
+            self._consumer.assign(partitions)
+        except (KafkaException, UnreadableTopic):
+            self.close_transport()
+            raise
         self.results: dict[str, tuple[Result, float]] = {}
         #: claimed query id -> the rejections of messages refused under their position
         self.refusals: dict[str, list[Result]] = {}
@@ -54,16 +58,20 @@ class MeridianClient:
 
     def _partitions(self, topic: str, timeout_s: float) -> list[int]:
         deadline = time.monotonic() + timeout_s
-        while not (partitions := self._consumer.partitions_for_topic(topic)):
+        while True:
+            described = self._consumer.list_topics(topic, timeout=max(1.0, timeout_s)).topics.get(topic)
+            if described is not None and described.error is None and described.partitions:
+                return sorted(described.partitions)
             if time.monotonic() > deadline:
-                self._producer.close(timeout=1)
-                self._consumer.close()
                 raise UnreadableTopic(f"cannot read {topic!r}: it does not exist, or this user may not read it")
             time.sleep(0.2)
-        return sorted(partitions)
 
-    def send(self, query: Query) -> None:
+    def send(self, query: Query) -> Query:
+        """Send ``query`` stamped with the time of sending (its deadline counts from it); returns what was
+        sent."""
+        query = query.model_copy(update={"sent_at": time.time()})
         self._producer.send(topics.QUERIES, key=query.application.encode(), value=query.model_dump_json().encode())
+        return query
 
     def send_raw(self, value: bytes, key: bytes | None = None) -> None:
         self._producer.send(topics.QUERIES, key=key, value=value)
@@ -92,30 +100,36 @@ class MeridianClient:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        self.close_transport()
+
+    def close_transport(self) -> None:
         self._producer.close(timeout=5)
         self._consumer.close()
 
     def _receive(self) -> None:
         while not self._stop.is_set():
-            for records in self._consumer.poll(timeout_ms=100).values():
-                received = time.time()
-                for record in records:
-                    try:
-                        result = Result.model_validate_json(record.value)
-                    except ValueError:
-                        self.malformed += 1  # not a result this client can read; never stop listening
-                        continue
-                    with self._lock:
-                        if result.claimed_query_id is not None or "/" in result.query_id:
-                            self.refusals.setdefault(result.claimed_query_id or result.query_id, []).append(result)
-                            continue
-                        first = result.query_id not in self.results
-                        if first:
-                            self.results[result.query_id] = (result, received)
-                        else:
-                            self.duplicates += 1
-                    if first and self._on_result is not None:
-                        self._on_result(result, received)
+            messages = poll_messages(self._consumer, timeout_s=0.1, max_messages=256)
+            received = time.time()
+            for message in messages:
+                try:
+                    result = Result.model_validate_json(message.value())
+                except ValueError:
+                    self.malformed += 1  # not a result this client can read; never stop listening
+                    continue
+                self._keep(result, received)
+
+    def _keep(self, result: Result, received: float) -> None:
+        with self._lock:
+            if result.claimed_query_id is not None or "/" in result.query_id:
+                self.refusals.setdefault(result.claimed_query_id or result.query_id, []).append(result)
+                return
+            first = result.query_id not in self.results
+            if first:
+                self.results[result.query_id] = (result, received)
+            else:
+                self.duplicates += 1
+        if first and self._on_result is not None:
+            self._on_result(result, received)
 
     def __enter__(self) -> "MeridianClient":
         return self

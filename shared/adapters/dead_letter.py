@@ -12,6 +12,7 @@ from schemas import MAX_DEAD_LETTER_BYTES, DeadLetter
 from schemas.messages import IDENTIFIER_PATTERN
 from shared import metrics
 from shared.adapters import topics
+from shared.adapters.rdkafka import RdProducer
 
 
 def dead_letter(raw: bytes, reason: str, *, service: str, source_topic: str, partition: int | None = None,
@@ -24,8 +25,13 @@ def dead_letter(raw: bytes, reason: str, *, service: str, source_topic: str, par
 
 def send_dead_letter(producer: KafkaProducer, record: ConsumerRecord, reason: str, *, service: str) -> None:
     """Copy a consumed record that could not be processed to the dead-letter topic, and count it."""
-    letter = dead_letter(record.value, reason, service=service, source_topic=record.topic,
-                         partition=record.partition, offset=record.offset)
+    publish_dead_letter(producer, record.value, reason, service=service, source_topic=record.topic,
+                        partition=record.partition, offset=record.offset)
+
+
+def publish_dead_letter(producer: KafkaProducer | RdProducer, raw: bytes, reason: str, *, service: str,
+                        source_topic: str, partition: int, offset: int) -> None:
+    letter = dead_letter(raw, reason, service=service, source_topic=source_topic, partition=partition, offset=offset)
     producer.send(topics.DEAD_LETTER, value=letter.model_dump_json().encode())
     metrics.DEAD_LETTERS.labels(service).inc()
 

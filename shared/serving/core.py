@@ -59,8 +59,8 @@ class CoreConfig:
     #: already (at most two in flight), so that it does not idle while a batch travels to it and its end
     #: travels back; 0: one batch at a time (the simulator, whose messages take no time)
     pipeline_lead_s: float = 0.0
-    #: judge the work queued ahead of a query by the rate workers were seen to serve at (dispatch to end
-    #: heard), where lower than their profile's: live, Kafka and the host add to the profiled compute
+    #: judge the work queued ahead of a query by what a busy worker's batches were seen to take beyond
+    #: their profiled compute: live, Kafka and the host add to every batch
     learn_service_rate: bool = False
     #: a worker silent this long is lost (its unfinished batches are re-queued)
     worker_timeout_s: float = math.inf
@@ -87,6 +87,7 @@ class Inflight:
     items: list[Queued]
     variant: str
     rows: int
+    predicted_start_s: float
     predicted_finish_s: float
     dispatched_s: float
 
@@ -108,8 +109,10 @@ class TrackedWorker:
     idle_view: WorkerView | None = None
     #: when its last batch's end was heard
     last_finish_s: float = -math.inf
-    #: rows per second it was seen to serve, from dispatch to the end heard (moving average), if learnt
-    served_rows_per_s: float | None = None
+    #: what a batch that waited at the worker was seen to take beyond its profiled compute, from the end
+    #: of the batch before it to its own end heard: the worker's and the host's overhead per batch when
+    #: busy (moving average)
+    overhead_s: float = 0.0
 
     def view(self, now_s: float, lead_s: float) -> WorkerView:
         if not self.inflight:
@@ -179,8 +182,8 @@ class SchedulerCore:
         self._fastest: dict[tuple[tuple[str, ...], int], float] = {}
         self._profiles: dict[tuple[str, str], VariantProfile | None] = {}
         self._accepted: dict[tuple, tuple[str, ...] | str] = {}
-        #: (worker, candidate set) -> rows per second its profile says it serves at best
-        self._profiled_rate: dict[tuple[str, tuple[str, ...]], float] = {}
+        #: (worker, candidate set) -> (rows, profiled seconds) of every batch size it may run
+        self._profiled_batches: dict[tuple[str, tuple[str, ...]], list[tuple[int, float]]] = {}
         #: query id -> (admitted at, delivery), oldest first: the duplicate window
         self._recent: OrderedDict[str, tuple[float, Hashable | None]] = OrderedDict()
         self._batches = 0
@@ -197,7 +200,7 @@ class SchedulerCore:
         self._fastest.clear()
         self._profiles.clear()
         self._accepted.clear()
-        self._profiled_rate.clear()
+        self._profiled_batches.clear()
 
     # -- queries --------------------------------------------------------------------------------
     def admit(self, query: AdmissionRequest, *, payload: object = None, ack_token: Hashable | None = None,
@@ -274,13 +277,13 @@ class SchedulerCore:
                                                             incarnation=incarnation)
             self._idle.add(worker_id)
             self._real_workers += not emulated
-            self._profiled_rate.clear()
+            self._profiled_batches.clear()
             self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
             return
         record.last_seen_s = now
         if (record.variants, record.max_batch) != (variants, max_batch):
             record.variants, record.max_batch, record.idle_view = variants, max_batch, None
-            self._profiled_rate.clear()
+            self._profiled_batches.clear()
             self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
 
     def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None) -> None:
@@ -291,13 +294,12 @@ class SchedulerCore:
         batch = record.inflight.pop(batch_id, None) if record is not None else None
         if batch is None:
             return  # a batch of a worker's previous life, or of another scheduler
-        if self.config.learn_service_rate and batch.rows:
-            # the batch could start once dispatched and once the one before it was done
-            taken = now - max(batch.dispatched_s, record.last_finish_s)
-            if taken > 0.0:
-                sample = batch.rows / taken
-                seen = record.served_rows_per_s
-                record.served_rows_per_s = sample if seen is None else seen + 0.2 * (sample - seen)
+        if self.config.learn_service_rate and batch.dispatched_s < record.last_finish_s:
+            # it was waiting at the worker when the batch before it ended, so the worker went from one to
+            # the other: whatever the gap holds beyond the profiled compute slows a busy worker down
+            taken = now - record.last_finish_s
+            overhead = max(0.0, taken - (batch.predicted_finish_s - batch.predicted_start_s))
+            record.overhead_s += 0.2 * (overhead - record.overhead_s)
         record.last_seen_s = record.available_at_s = record.last_finish_s = now
         record.idle_view = None
         if record.inflight:
@@ -315,7 +317,7 @@ class SchedulerCore:
         hosted = set(record.variants)
         hosted.add(variant) if loaded else hosted.discard(variant)
         record.variants, record.idle_view = tuple(sorted(hosted)), None
-        self._profiled_rate.clear()
+        self._profiled_batches.clear()
         self.policy.on_worker_joined(record.view(self._clock(), self.config.pipeline_lead_s))
 
     def worker_lost(self, worker_id: str) -> None:
@@ -329,7 +331,7 @@ class SchedulerCore:
             return
         self._idle.discard(worker_id)
         self._real_workers -= not record.emulated
-        self._profiled_rate.clear()
+        self._profiled_batches.clear()
         self.policy.on_worker_lost(worker_id)
         requeued = [Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s)
                     for batch in record.inflight.values() for i in batch.items]
@@ -408,7 +410,7 @@ class SchedulerCore:
         self._batches += 1
         starts = max(now, worker.busy_until_s) if worker.inflight else now  # after the batch it is finishing
         finish = self._predicted_finish_s(worker, variant, rows, starts)
-        worker.inflight[batch_id] = Inflight(items, variant, rows, finish, now)
+        worker.inflight[batch_id] = Inflight(items, variant, rows, starts, finish, now)
         worker.busy_until_s, worker.idle_view = finish, None
         self._idle.discard(worker.worker_id)
         return Dispatch(batch_id, worker.worker_id, worker.incarnation, variant, tuple(items), rows, now)
@@ -502,18 +504,17 @@ class SchedulerCore:
             recent.popitem(last=False)
 
     def _capacity_rows_per_s(self, candidates: tuple[str, ...]) -> float:
-        """Rows per second the workers hosting a candidate serve at best (their profile's best batch, or
-        the rate they were seen to serve at, if lower): the work queued ahead of a query takes at least its
-        rows over this."""
+        """Rows per second the workers hosting a candidate serve at best (their best batch size, each
+        batch taking its profiled compute plus the overhead seen): the work queued ahead of a query takes
+        at least its rows over this."""
         capacity = 0.0
         for worker in self.workers.values():
-            best = self._profiled_rate.get((worker.worker_id, candidates))
-            if best is None:
-                rates = [b / (latency / 1000.0) for v in candidates if v in worker.variants
-                         if (p := self._catalogue.profile(v, worker.device)) is not None
-                         for b, latency in p.batch_latency_ms.items() if b <= worker.max_batch]
-                best = self._profiled_rate[(worker.worker_id, candidates)] = max(rates, default=0.0)
-            if best and worker.served_rows_per_s is not None:
-                best = min(best, worker.served_rows_per_s)
-            capacity += best
+            key = (worker.worker_id, candidates)
+            batches = self._profiled_batches.get(key)
+            if batches is None:
+                batches = self._profiled_batches[key] = [
+                    (b, latency / 1000.0) for v in candidates if v in worker.variants
+                    if (p := self._catalogue.profile(v, worker.device)) is not None
+                    for b, latency in p.batch_latency_ms.items() if b <= worker.max_batch]
+            capacity += max((b / (latency_s + worker.overhead_s) for b, latency_s in batches), default=0.0)
         return capacity or math.inf

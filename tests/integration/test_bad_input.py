@@ -76,7 +76,7 @@ def test_bad_inputs_are_rejected_with_reasons_and_dead_lettered(pipeline, settin
             assert "Value error" not in refusal.reason and query_id not in client.results
 
         # a re-sent id, and a garbled message claiming it, do not touch the answer its query already has
-        client.send(good.model_copy(update={"sent_at": time.time()}))
+        client.send(good)
         client.send_raw(json.dumps({"query_id": good.query_id, "application": 5}).encode())
         client.flush()
         assert client.wait_for_refusals([good.query_id], 30)

@@ -42,7 +42,7 @@ def test_sigkill_and_restart_of_a_worker_loses_nothing(two_workers, settings, di
         chaos = threading.Thread(target=kill_then_restart)
         chaos.start()
         for query in queries:
-            client.send(query.model_copy(update={"sent_at": time.time()}))
+            client.send(query)
             time.sleep(0.01)
         client.flush()
         chaos.join()

@@ -275,14 +275,23 @@ def test_a_worker_about_to_finish_is_sent_its_next_batch_within_the_pipeline_lea
         assert view.inflight == 2 and view.available_at_s == pytest.approx(1.010), "queued after the first"
 
 
-def test_the_work_ahead_is_judged_by_the_rate_a_worker_was_seen_to_serve_when_lower_than_its_profile() -> None:
-    core = Harness(drop=1.0, learn=True)
+def test_the_work_ahead_is_judged_with_the_overhead_batches_were_seen_to_take_beyond_their_profile() -> None:
+    core = Harness(drop=1.0, learn=True, lead=1.0)
     core.event(heartbeat("w1"), 0.0)
-    core.admit(make_query("q1"), 1.0, "t1")
-    [(batch, _)] = core.batches(1.0)
-    core.event(BatchFinished(worker_id="w1", batch_id=batch.batch_id, variant="small", device="cpu", rows=1,
-                             compute_ms=1.0, ok=True, at=1.05), 1.05)  # 1 ms of compute, heard 50 ms later
-    assert core.core.workers["w1"].served_rows_per_s == pytest.approx(20.0)
-    core.admit(make_query("q2"), 1.06, "t2")
-    core.admit(make_query("q3"), 1.06, "t3")  # one row ahead at 20 rows/s: 50 ms, more than its 50 ms SLO
-    assert [item.pending.query_id for item, _ in core.step(1.06).dropped] == ["q3"]
+    batches = []
+    for k in range(2):
+        core.admit(make_query(f"w{k}", slo_ms=5000.0), 1.0, k)
+        batches += [d.batch_id for d in core.step(1.0).dispatches]
+    for k in range(1, 25):  # a 1-row batch (1 ms profiled) ends every 11 ms, the next one already waiting
+        at = 1.0 + 0.011 * k
+        core.event(BatchFinished(worker_id="w1", batch_id=batches[k - 1], variant="small", device="cpu", rows=1,
+                                 compute_ms=1.0, ok=True, at=at), at)
+        core.admit(make_query(f"w{k + 1}", slo_ms=5000.0), at, k)
+        batches += [d.batch_id for d in core.step(at).dispatches]
+    assert core.core.workers["w1"].overhead_s == pytest.approx(0.010, rel=0.02)
+    # at best 8 rows in 4 + 9.9 ms: 574 rows/s. Of a 50 ms SLO, a query needs 1 ms itself: 28 rows ahead
+    # (48.8 ms) leave room for it, 29 (50.5 ms) do not
+    for k in range(30):
+        core.admit(make_query(f"q{k}"), 30.0, k)
+    dropped = [item.pending.query_id for item, _ in core.step(30.0).dropped]
+    assert [q for q in dropped if q.startswith("q")] == ["q29"]
