@@ -7,7 +7,10 @@ the scheduler's ceiling.
    drill): goodput (``ok`` within SLO per second, at the client) against that capacity, the late share
    of answers, drops, the scheduler's memory and consumer lag, per second; drawn into
    ``bench/results/pipeline.png``.
-3. Scheduler ceiling: offered rates rise step by step with workers that emulate the measured CPU profile
+3. Kafka clients per hop (``bench/kafka_clients.py``): one produce -> consume hop per candidate library
+   (kafka-python, aiokafka, confluent-kafka), side by side on the same broker, at 200 and 1,000
+   messages/s: the table the per-query path's clients were chosen by.
+4. Scheduler ceiling: offered rates rise step by step with workers that emulate the measured CPU profile
    (no payload), until the scheduler no longer keeps up: a rate is sustained when answers arrive at >= 95%
    of the rate actually sent and queries entering in the last quarter of the step waited in the scheduler
    no longer (p50) than 50 ms. ``scheduler_max_qps`` is the highest sustained rate.
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import RESULTS_DIR, write_result
+from bench.kafka_clients import CANDIDATES, format_table, measure_clients
 from schemas import Query, ResultStatus
 from services.drills.load import DrillOutcome
 from services.drills.scenarios import DRILLS, DrillConfig
@@ -173,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of the 200 q/s run")
     parser.add_argument("--step", type=float, default=8.0, help="seconds per rate step")
     parser.add_argument("--overload", type=float, default=60.0, help="seconds of the 3x overload")
+    parser.add_argument("--client-hop", type=float, default=6.0, help="seconds per client candidate and rate")
     parser.add_argument("--rates", default="500,1000,1500,2000,3000,4000,5000,6000")
     args = parser.parse_args(argv)
     settings = Settings()
@@ -186,6 +191,9 @@ def main(argv: list[str] | None = None) -> None:
                 best, steps = scheduler_ceiling(stack, launcher, variants[0],
                                                 [float(r) for r in args.rates.split(",")], args.step)
             overloaded = overload(stack, Path(tmp) / "overload", args.overload)
+            clients = measure_clients(stack.settings(), duration_s=args.client_hop, candidates=tuple(
+                c for c in CANDIDATES if c.fetch_wait_ms in (5, 100)))
+            print(format_table(clients), flush=True)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     plot_overload(overloaded, RESULTS_DIR / "pipeline.png")
     notes = overloaded.notes
@@ -195,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         "scheduler_max_qps": best,
         "overload_capacity_qps": notes["capacity_qps"], "overload_goodput_qps": notes["goodput_qps"],
         "overload_goodput_ratio": notes["goodput_ratio"], "overload_late_ratio": notes["late_ratio"],
+        "clients": clients,
         "targets": {"added_latency_ms_p50": 3.0, "added_latency_ms_p99": 10.0, "added_latency_ms_p99_1000qps": 20.0,
                     "scheduler_max_qps": 3000, "overload_goodput_ratio": 0.9, "overload_late_ratio": 0.01},
         "details": {"added_latency": {f"{rate:g}_qps": row for rate, row in latency.items()}, "ceiling_steps": steps,

@@ -3,10 +3,11 @@
 Consumes ``meridian.queries`` (faust agent) and, with no consumer group, ``meridian.worker-events`` and
 ``meridian.plans``; produces ``meridian.dispatch.<worker>`` batches, its own ``rejected``/``dropped``
 results on ``meridian.results.<application>`` (``meridian.results`` for messages of no known
-application), copies of bad input on ``meridian.dead-letter`` and ``meridian.load-stats``. Every decision is the core's; this module only moves messages. A query's
-message is acknowledged (its offset committed) only once its batch is durably dispatched or its final
-result is sent, so a restarted scheduler re-reads what it had not acknowledged, and skips those of them it
-finds it had handed on (`handed_on`).
+application), copies of bad input on ``meridian.dead-letter`` and ``meridian.load-stats``. Every
+decision is the core's; this module only moves messages. A query's message is acknowledged (its offset
+committed) only once its batch is durably dispatched or its final result is sent, so a restarted
+scheduler re-reads what it had not acknowledged, and skips those it finds it had handed on
+(`handed_on`).
 
 Run: ``python -m services.scheduler``
 """
@@ -81,7 +82,8 @@ def build_app(settings: Settings) -> faust.App:
             await send_final(messages.dropped(item, reason, now), item.ack_token)
         for worker_id, variant in step.loads:
             load = LoadVariant(worker_id=worker_id, variant=variant)
-            await topic_named(topics.dispatch_topic(worker_id)).send(key=variant.encode(), value=load.model_dump_json().encode())
+            await topic_named(topics.dispatch_topic(worker_id)).send(key=variant.encode(),
+                                                                     value=load.model_dump_json().encode())
         for dispatch in step.dispatches:
             batch = messages.dispatch_batch(dispatch, core.note_of)
             fut = await topic_named(topics.dispatch_topic(batch.worker_id)).send(key=batch.batch_id.encode(),

@@ -58,8 +58,10 @@ def describe_validation_error(exc: Exception) -> str:
     >>> try:
     ...     Query.model_validate_json(b'{"query_id": "a b", "application": "x", "slo_ms": -1, "batch_size": 1}')
     ... except ValueError as exc:
-    ...     print(describe_validation_error(exc))
-    malformed message: `query_id` may hold only letters, digits and `._:-`, starting with a letter or digit (got 'a b'); `slo_ms` must be greater than 0 (got -1); `sent_at` is missing
+    ...     print(describe_validation_error(exc).replace("; ", "\\n"))
+    malformed message: `query_id` may hold only letters, digits and `._:-`, starting with a letter or digit (got 'a b')
+    `slo_ms` must be greater than 0 (got -1)
+    `sent_at` is missing
     """
     errors = getattr(exc, "errors", None)
     if errors is None:

@@ -184,6 +184,8 @@ class SchedulerCore:
         self._accepted: dict[tuple, tuple[str, ...] | str] = {}
         #: (worker, candidate set) -> (rows, profiled seconds) of every batch size it may run
         self._profiled_batches: dict[tuple[str, tuple[str, ...]], list[tuple[int, float]]] = {}
+        #: candidate set -> rows per second the fleet serves of it at best (see `_capacity_rows_per_s`)
+        self._capacity: dict[tuple[str, ...], float] = {}
         #: query id -> (admitted at, delivery), oldest first: the duplicate window
         self._recent: OrderedDict[str, tuple[float, Hashable | None]] = OrderedDict()
         self._batches = 0
@@ -200,7 +202,7 @@ class SchedulerCore:
         self._fastest.clear()
         self._profiles.clear()
         self._accepted.clear()
-        self._profiled_batches.clear()
+        self._forget_capacity()
 
     # -- queries --------------------------------------------------------------------------------
     def admit(self, query: AdmissionRequest, *, payload: object = None, ack_token: Hashable | None = None,
@@ -277,13 +279,13 @@ class SchedulerCore:
                                                             incarnation=incarnation)
             self._idle.add(worker_id)
             self._real_workers += not emulated
-            self._profiled_batches.clear()
+            self._forget_capacity()
             self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
             return
         record.last_seen_s = now
         if (record.variants, record.max_batch) != (variants, max_batch):
             record.variants, record.max_batch, record.idle_view = variants, max_batch, None
-            self._profiled_batches.clear()
+            self._forget_capacity()
             self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
 
     def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None) -> None:
@@ -300,6 +302,7 @@ class SchedulerCore:
             taken = now - record.last_finish_s
             overhead = max(0.0, taken - (batch.predicted_finish_s - batch.predicted_start_s))
             record.overhead_s += 0.2 * (overhead - record.overhead_s)
+            self._capacity.clear()
         record.last_seen_s = record.available_at_s = record.last_finish_s = now
         record.idle_view = None
         if record.inflight:
@@ -317,7 +320,7 @@ class SchedulerCore:
         hosted = set(record.variants)
         hosted.add(variant) if loaded else hosted.discard(variant)
         record.variants, record.idle_view = tuple(sorted(hosted)), None
-        self._profiled_batches.clear()
+        self._forget_capacity()
         self.policy.on_worker_joined(record.view(self._clock(), self.config.pipeline_lead_s))
 
     def worker_lost(self, worker_id: str) -> None:
@@ -331,7 +334,7 @@ class SchedulerCore:
             return
         self._idle.discard(worker_id)
         self._real_workers -= not record.emulated
-        self._profiled_batches.clear()
+        self._forget_capacity()
         self.policy.on_worker_lost(worker_id)
         requeued = [Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s)
                     for batch in record.inflight.values() for i in batch.items]
@@ -503,10 +506,17 @@ class SchedulerCore:
         while recent and (len(recent) > self.config.duplicate_window_size or next(iter(recent.values()))[0] < horizon):
             recent.popitem(last=False)
 
+    def _forget_capacity(self) -> None:
+        self._profiled_batches.clear()
+        self._capacity.clear()
+
     def _capacity_rows_per_s(self, candidates: tuple[str, ...]) -> float:
         """Rows per second the workers hosting a candidate serve at best (their best batch size, each
         batch taking its profiled compute plus the overhead seen): the work queued ahead of a query takes
         at least its rows over this."""
+        capacity = self._capacity.get(candidates)
+        if capacity is not None:
+            return capacity
         capacity = 0.0
         for worker in self.workers.values():
             key = (worker.worker_id, candidates)
@@ -517,4 +527,5 @@ class SchedulerCore:
                     if (p := self._catalogue.profile(v, worker.device)) is not None
                     for b, latency in p.batch_latency_ms.items() if b <= worker.max_batch]
             capacity += max((b / (latency_s + worker.overhead_s) for b, latency_s in batches), default=0.0)
-        return capacity or math.inf
+        capacity = self._capacity[candidates] = capacity or math.inf
+        return capacity

@@ -40,7 +40,8 @@ def cases() -> dict[str, tuple[bytes, str]]:
         "sent a year ahead": (_raw_query(query_id="bad-future-1", sent_at=time.time() + 365 * 86_400),
                               "`sent_at` is 365 days ahead of the scheduler's clock"),
         "wrong row shape": (make_query(np.zeros((1, 3, 3), np.float32), query_id="bad-shape-1").model_dump_json()
-                            .encode(), "`inputs` rows have shape [3, 3] of float32, but the model takes rows of shape [1, 8, 8]"),
+                            .encode(), "`inputs` rows have shape [3, 3] of float32, but the model takes rows of "
+                                       "shape [1, 8, 8]"),
     }
 
 
