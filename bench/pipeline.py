@@ -105,8 +105,8 @@ def overload(stack: LocalStack, log_dir: Path, duration_s: float) -> DrillOutcom
     print(f"overload: capacity {notes['capacity_qps']} q/s, goodput {notes['goodput_qps']} q/s "
           f"(ratio {notes['goodput_ratio']}), late {notes['late_ratio']}, dropped {outcome.dropped}", flush=True)
     for k, t in enumerate(outcome.series["t_s"]):
-        print(f"  t={t:4.0f}s sent {outcome.series['sent'][k]:4d} good {outcome.series['goodput'][k]:4d} "
-              f"late {outcome.series['late'][k]:3d} dropped {outcome.series['dropped'][k]:4d}", flush=True)
+        print(f"  t={t:4.0f}s sent {outcome.series['sent'][k]:4.0f} good {outcome.series['goodput'][k]:4.0f} "
+              f"late {outcome.series['late'][k]:3.0f} dropped {outcome.series['dropped'][k]:4.0f}", flush=True)
     return outcome
 
 

@@ -55,9 +55,9 @@ class CoreConfig:
     drop_after_slo_multiple: float = 1.0
     #: time an answer needs after its compute to reach the client (the transport's share of the SLO)
     delivery_margin_s: float = 0.0
-    #: a worker whose batch in flight is predicted to finish within this long is offered its next batch
-    #: already (at most two in flight), so that it does not idle while a batch travels to it and its end
-    #: travels back; 0: one batch at a time (the simulator, whose messages take no time)
+    #: a worker whose full batch in flight is predicted to finish within this long is offered its next
+    #: batch already (at most two in flight), so that it does not idle while a batch travels to it and its
+    #: end travels back; 0: one batch at a time (the simulator, whose messages take no time)
     pipeline_lead_s: float = 0.0
     #: judge the work queued ahead of a query by what a busy worker's batches were seen to take beyond
     #: their profiled compute: live, Kafka and the host add to every batch
@@ -127,8 +127,13 @@ class TrackedWorker:
                           max(0.0, finish - now_s) * 1000.0, finish, self.max_batch)
 
     def takes_next(self, now_s: float, lead_s: float) -> bool:
-        """May it be sent a batch now: nothing in flight, or one batch about to finish."""
-        return not self.inflight or (len(self.inflight) == 1 and self.busy_until_s - now_s <= lead_s)
+        """May it be sent a batch now: nothing in flight, or one full batch about to finish (a batch that
+        was not full took all the work there was: what arrives since is better batched after it ends)."""
+        if not self.inflight:
+            return True
+        if len(self.inflight) > 1 or self.busy_until_s - now_s > lead_s:
+            return False
+        return next(iter(self.inflight.values())).rows >= self.max_batch
 
 
 class Dispatch(NamedTuple):

@@ -261,37 +261,41 @@ def test_inputs_must_match_the_models_row_shape_and_dtype() -> None:
     assert "of int64" in typed
 
 
-@pytest.mark.parametrize("lead, pipelined", [(0.0, False), (0.002, False), (0.005, True)])
-def test_a_worker_about_to_finish_is_sent_its_next_batch_within_the_pipeline_lead(lead, pipelined) -> None:
+@pytest.mark.parametrize("lead, rows, pipelined", [(0.0, 8, False), (0.015, 8, False), (0.025, 8, True),
+                                                   (0.025, 4, False)])
+def test_a_worker_about_to_finish_a_full_batch_is_sent_its_next_within_the_pipeline_lead(lead, rows, pipelined):
     core = Harness(lead=lead)
     core.event(heartbeat("w1", variants=("large",)), 0.0)
-    core.admit(make_query("q1", slo_ms=100.0, model="large"), 1.0, "t1")
-    assert len(core.batches(1.0)) == 1  # large takes 5 ms: predicted to finish at 1.005
+    query = make_query("q1", slo_ms=100.0, model="large", batch_size=rows,
+                       inputs=encode(np.zeros((rows, 4), np.float32)))
+    core.admit(query, 1.0, "t1")
+    assert len(core.batches(1.0)) == 1  # large takes 20 ms for up to 8 rows: predicted to finish at 1.020
     core.admit(make_query("q2", slo_ms=100.0, model="large"), 1.001, "t2")
-    second = core.batches(1.001)  # 4 ms before the first batch ends
-    assert len(second) == int(pipelined)
+    second = core.batches(1.001)  # 19 ms before the first batch ends
+    assert len(second) == int(pipelined), "only a full batch tells there is more work than one batch"
     if pipelined:
         view = core.core.workers["w1"].view(1.001, lead)
-        assert view.inflight == 2 and view.available_at_s == pytest.approx(1.010), "queued after the first"
+        assert view.inflight == 2 and view.available_at_s == pytest.approx(1.025), "queued after the first"
 
 
 def test_the_work_ahead_is_judged_with_the_overhead_batches_were_seen_to_take_beyond_their_profile() -> None:
     core = Harness(drop=1.0, learn=True, lead=1.0)
     core.event(heartbeat("w1"), 0.0)
+    full = {"batch_size": 8, "inputs": encode(np.zeros((8, 4), np.float32)), "slo_ms": 5000.0}
     batches = []
     for k in range(2):
-        core.admit(make_query(f"w{k}", slo_ms=5000.0), 1.0, k)
+        core.admit(make_query(f"w{k}", **full), 1.0, k)
         batches += [d.batch_id for d in core.step(1.0).dispatches]
-    for k in range(1, 25):  # a 1-row batch (1 ms profiled) ends every 11 ms, the next one already waiting
+    for k in range(1, 25):  # a full batch (4 ms profiled) ends every 11 ms, the next one already waiting
         at = 1.0 + 0.011 * k
-        core.event(BatchFinished(worker_id="w1", batch_id=batches[k - 1], variant="small", device="cpu", rows=1,
-                                 compute_ms=1.0, ok=True, at=at), at)
-        core.admit(make_query(f"w{k + 1}", slo_ms=5000.0), at, k)
+        core.event(BatchFinished(worker_id="w1", batch_id=batches[k - 1], variant="small", device="cpu", rows=8,
+                                 compute_ms=4.0, ok=True, at=at), at)
+        core.admit(make_query(f"w{k + 1}", **full), at, k)
         batches += [d.batch_id for d in core.step(at).dispatches]
-    assert core.core.workers["w1"].overhead_s == pytest.approx(0.010, rel=0.02)
-    # at best 8 rows in 4 + 9.9 ms: 574 rows/s. Of a 50 ms SLO, a query needs 1 ms itself: 28 rows ahead
-    # (48.8 ms) leave room for it, 29 (50.5 ms) do not
-    for k in range(30):
+    assert core.core.workers["w1"].overhead_s == pytest.approx(0.007, rel=0.02)
+    # at best 8 rows in 4 + 7 ms: 730 rows/s. Of a 50 ms SLO, a query needs 1 ms itself: 35 rows ahead
+    # (47.9 ms) leave room for it, 36 (49.3 ms) do not
+    for k in range(37):
         core.admit(make_query(f"q{k}"), 30.0, k)
     dropped = [item.pending.query_id for item, _ in core.step(30.0).dropped]
-    assert [q for q in dropped if q.startswith("q")] == ["q29"]
+    assert [q for q in dropped if q.startswith("q")] == ["q36"]
