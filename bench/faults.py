@@ -30,7 +30,7 @@ def main() -> None:
             # every result on the wire reaches the client, which counts the repeats it suppressed
             scenarios[name] = {"duplicates_on_wire": outcome.duplicates_seen_by_client,
                                **outcome.model_dump(exclude={"series"})}
-            print(f"{name}: {outcome.model_dump_json()}", flush=True)
+            print(f"{name}: {outcome.model_dump_json(exclude={'series'})}", flush=True)
         scenarios["hostile_input"] = hostile_input(stack, root / "hostile").model_dump()
     write_result("faults", {
         "setup": {"steady_load": STEADY.__dict__, "overload": OVERLOAD.__dict__,

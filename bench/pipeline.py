@@ -122,7 +122,7 @@ def plot_overload(outcome: DrillOutcome, path: Path) -> None:
         rates.plot(series["t_s"], series[name], style, label=name)
     rates.axhline(notes["capacity_qps"], color="grey", lw=0.8, label="one worker's capacity")
     rates.set_ylabel("queries per second")
-    rates.set_title(f"3x overload of one emulated worker ({notes['emulated_device']}), SLO 1 s")
+    rates.set_title(f"3x overload of one worker emulating {notes['emulated_device']}, SLO 1 s")
     rates.legend(fontsize=8, ncol=3)
     state.plot(series["sample_t_s"], series["queue_depth"], label="scheduler queue depth")
     state.plot(series["sample_t_s"], series["lag_messages"], label="scheduler consumer lag (messages)")

@@ -51,7 +51,8 @@ class Settings(BaseSettings):
     #: a query's deadline is its client's ``sent_at`` plus this many SLOs; it is dropped explicitly once it
     #: can no longer make it (answering it late would only delay the queries behind it)
     drop_after_slo_multiple: float = Field(default=1.0, gt=0.0)
-    #: the part of an SLO kept for carrying the answer from the worker to the client over Kafka
+    #: the part of an SLO kept for carrying the answer from the worker to the client over Kafka (at most a
+    #: quarter of the SLO)
     delivery_margin_ms: float = Field(default=50.0, ge=0.0)
     #: a worker whose batch is predicted to finish within this is sent its next batch already, so it does
     #: not idle while batches and their ends travel over Kafka (about one dispatch round trip)

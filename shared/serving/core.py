@@ -53,8 +53,10 @@ class Rejection(NamedTuple):
 class CoreConfig:
     #: a query's deadline is its send time plus this many SLOs; it is dropped once it cannot make it
     drop_after_slo_multiple: float = 1.0
-    #: time an answer needs after its compute to reach the client (the transport's share of the SLO)
+    #: time an answer needs after its compute to reach the client (the transport's share of the SLO), at
+    #: most ``delivery_margin_share`` of a query's SLO
     delivery_margin_s: float = 0.0
+    delivery_margin_share: float = 0.25
     #: a worker whose full batch in flight is predicted to finish within this long is offered its next
     #: batch already (at most two in flight), so that it does not idle while a batch travels to it and its
     #: end travels back; 0: one batch at a time (the simulator, whose messages take no time)
@@ -244,7 +246,7 @@ class SchedulerCore:
         fastest = self._fastest_s(candidates, query.batch_size)
         ahead_until = now + self.queue.rows_waiting(query.application) / self._capacity_rows_per_s(candidates)
         deadline = arrival + self.config.drop_after_slo_multiple * query.slo_ms / 1000.0
-        last_start = deadline - fastest - self.config.delivery_margin_s
+        last_start = deadline - fastest - self._margin_s(query.slo_ms)
         drop_at = last_start if ahead_until <= last_start else -math.inf
         self.queue.push(Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until))
         self.policy.on_query_added(pending)
@@ -464,11 +466,15 @@ class SchedulerCore:
         needs = [f"{item.fastest_s * 1000:.3g} ms on its fastest variant"]
         if item.ahead_until_s > now:
             needs.insert(0, f"{duration(item.ahead_until_s - now)} for the work queued ahead of it")
-        if self.config.delivery_margin_s > 0.0:
-            needs.append(f"{duration(self.config.delivery_margin_s)} to deliver the answer")
-        missed = start + item.fastest_s + self.config.delivery_margin_s - item.deadline_s
+        margin = self._margin_s(item.pending.slo_ms)
+        if margin > 0.0:
+            needs.append(f"{duration(margin)} to deliver the answer")
+        missed = start + item.fastest_s + margin - item.deadline_s
         return (f"would miss its deadline by {duration(missed)}: sent {duration(now - item.pending.arrival_s)} ago "
                 f"with a {item.pending.slo_ms:g} ms SLO, it needs {', '.join(needs)}")
+
+    def _margin_s(self, slo_ms: float) -> float:
+        return min(self.config.delivery_margin_s, self.config.delivery_margin_share * slo_ms / 1000.0)
 
     def _clock_problem(self, sent_at: float, now: float, transport_s: float | None) -> str | None:
         limit = self.config.max_clock_skew_s

@@ -41,7 +41,8 @@ class Harness:
                                              max_clock_skew_s=options.get("skew", 5.0),
                                              duplicate_window_s=options.get("window", 600.0),
                                              pipeline_lead_s=options.get("lead", 0.0),
-                                             learn_service_rate=options.get("learn", False)), clock=self.clock)
+                                             learn_service_rate=options.get("learn", False),
+                                             delivery_margin_s=options.get("margin", 0.0)), clock=self.clock)
 
     def at(self, now: float) -> "Harness":
         self.clock.now = now
@@ -299,3 +300,13 @@ def test_the_work_ahead_is_judged_with_the_overhead_batches_were_seen_to_take_be
         core.admit(make_query(f"q{k}"), 30.0, k)
     dropped = [item.pending.query_id for item, _ in core.step(30.0).dropped]
     assert [q for q in dropped if q.startswith("q")] == ["q36"]
+
+
+def test_the_delivery_margin_takes_at_most_a_quarter_of_a_tight_slo() -> None:
+    core = Harness(drop=1.0, margin=0.050)
+    core.event(heartbeat("w1"), 0.0)
+    core.admit(make_query("tight", slo_ms=50.0), 1.0, "t")  # a 50 ms margin would leave it no time at all
+    assert not core.step(1.0).dropped
+    core.admit(make_query("waited", slo_ms=50.0), 2.0, "w", sent_at=2.0 - 0.038)  # 12.5 + 1 ms no longer fit
+    [(item, reason)] = core.step(2.0).dropped
+    assert item.pending.query_id == "waited" and "12.5 ms to deliver the answer" in reason
