@@ -86,8 +86,8 @@ def build_app(settings: Settings) -> faust.App:
                                                                      value=load.model_dump_json().encode())
         for dispatch in step.dispatches:
             batch = messages.dispatch_batch(dispatch, core.note_of)
-            fut = await topic_named(topics.dispatch_topic(batch.worker_id)).send(key=batch.batch_id.encode(),
-                                                           value=batch.model_dump_json().encode())
+            worker_topic = topic_named(topics.dispatch_topic(batch.worker_id))
+            fut = await worker_topic.send(key=batch.batch_id.encode(), value=batch.model_dump_json().encode())
             asyncio.ensure_future(ack_when_written(fut, [i.ack_token for i in dispatch.items if i.ack_token is not None]))
             metrics.DISPATCHED_BATCH_ROWS.labels(batch.variant).observe(sum(q.batch_size for q in batch.queries))
             for item in dispatch.items:

@@ -2,8 +2,8 @@
 
 Consumes its own ``meridian.dispatch.<worker_id>`` (group ``meridian.worker.<worker_id>``); produces one
 ``Result`` per query on its application's ``meridian.results.<application>`` and ``WorkerEvent``s
-(heartbeat, batch started/finished, variant loaded/unloaded) on ``meridian.worker-events``. Kafka
-through librdkafka (`shared.adapters.rdkafka`): the per-query path. A command's offset is committed only after
+(heartbeat, batch started/finished, variant loaded/unloaded) on ``meridian.worker-events``, through
+librdkafka (`shared.adapters.rdkafka`: the per-query path). A command's offset is committed only after
 everything it produced is acknowledged by the broker, so a restarted worker redoes unfinished work.
 
 Run: ``python -m services.worker --worker-id w1 --variants digits-mlp-s`` (real onnxruntime) or

@@ -44,7 +44,7 @@ class MeridianClient:
                 tp.offset = self._consumer.get_watermark_offsets(tp, timeout=10)[1]
             self._consumer.assign(partitions)
         except (KafkaException, UnreadableTopic):
-            self.close_transport()
+            self._close_transport()
             raise
         self.results: dict[str, tuple[Result, float]] = {}
         #: claimed query id -> the rejections of messages refused under their position
@@ -100,9 +100,9 @@ class MeridianClient:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        self.close_transport()
+        self._close_transport()
 
-    def close_transport(self) -> None:
+    def _close_transport(self) -> None:
         self._producer.close(timeout=5)
         self._consumer.close()
 

@@ -8,4 +8,5 @@ from shared.serving.core import CoreConfig, Dispatch, Rejection, SchedulerCore, 
 from shared.serving.queue import Queued
 from shared.serving.service_time import ProfileServiceTime, ServiceTime
 
-__all__ = ["CoreConfig", "Dispatch", "ProfileServiceTime", "Queued", "Rejection", "SchedulerCore", "ServiceTime", "Step"]
+__all__ = ["CoreConfig", "Dispatch", "ProfileServiceTime", "Queued", "Rejection", "SchedulerCore", "ServiceTime",
+           "Step"]
