@@ -30,7 +30,7 @@ class DrillOutcome(BaseModel):
     #: fault); 0 when nothing was disturbed, None when queries were lost
     recovery_s: float | None
     #: from the repair (the broken part healthy again) to the last disturbed result; 0 when the
-    #: disturbance ended before the repair, None when queries were lost or the drill repairs nothing
+    #: disturbance ended before the repair, None when queries were lost
     recovery_after_repair_s: float | None = None
     #: answered ``ok`` but after their SLO, counted at the client
     late: int = 0
@@ -67,10 +67,9 @@ class SteadyLoad:
 
 
 def run_drill(settings: Settings, make_query: Callable[[], Query], *, rate_qps: float, duration_s: float,
-              fault_at_s: float, inject: Callable[[], float | None], settle_s: float = 60.0) -> DrillOutcome:
-    """Drive the load, call ``inject`` (which may block while the fault lasts, and returns when the broken
-    part was healthy again, if it repairs one) at ``fault_at_s``, then wait up to ``settle_s`` after the
-    last send for every final result."""
+              fault_at_s: float, inject: Callable[[], None], settle_s: float = 60.0) -> DrillOutcome:
+    """Drive the load, call ``inject`` at ``fault_at_s`` (it blocks while the fault lasts: its return is the
+    repair), then wait up to ``settle_s`` after the last send for every final result."""
     received: dict[str, float] = {}
     with MeridianClient(settings, on_result=lambda result, at: received.setdefault(result.query_id, at)) as client:
         load = SteadyLoad(client, make_query, rate_qps, duration_s)
@@ -78,7 +77,8 @@ def run_drill(settings: Settings, make_query: Callable[[], Query], *, rate_qps: 
         sender.start()
         time.sleep(fault_at_s)
         fault_s = time.time()
-        repaired_s = inject()
+        inject()
+        repaired_s = time.time()
         sender.join()
         client.wait_for(list(load.sent_at), timeout_s=settle_s)
         results = {qid: result for qid, (result, _) in client.results.items() if qid in load.sent_at}

@@ -61,7 +61,7 @@ def _digits_pipeline(launcher: LocalLauncher, port_base: int, *, policy: str | N
     return scheduler
 
 
-def _steady_digits(stack: LocalStack, config: DrillConfig, inject: Callable[[], float | None]) -> DrillOutcome:
+def _steady_digits(stack: LocalStack, config: DrillConfig, inject: Callable[[], None]) -> DrillOutcome:
     return run_drill(stack.settings(), digits_queries(config.slo_ms), rate_qps=config.rate_qps,
                      duration_s=config.duration_s, fault_at_s=config.fault_at_s, inject=inject,
                      settle_s=config.settle_s)
@@ -72,11 +72,10 @@ def worker_kill(stack: LocalStack, log_dir: Path, port_base: int, config: DrillC
     with LocalLauncher(stack.env, log_dir) as launcher:
         _digits_pipeline(launcher, port_base)
 
-        def inject() -> float:
+        def inject() -> None:
             launcher.processes.pop("worker-drill-w1").kill()
             time.sleep(config.outage_s)
             launcher.start_worker("drill-w1", variants=DIGITS_VARIANTS, metrics_port=port_base + 1)
-            return time.time()
         return _steady_digits(stack, config, inject)
 
 
@@ -85,11 +84,10 @@ def scheduler_restart(stack: LocalStack, log_dir: Path, port_base: int, config: 
     with LocalLauncher(stack.env, log_dir) as launcher:
         _digits_pipeline(launcher, port_base)
 
-        def inject() -> float:
+        def inject() -> None:
             launcher.processes.pop("scheduler").kill()
             time.sleep(config.outage_s)
             launcher.start_scheduler(metrics_port=port_base)
-            return time.time()
         return _steady_digits(stack, config, inject)
 
 
@@ -98,9 +96,8 @@ def broker_restart(stack: LocalStack, log_dir: Path, port_base: int, config: Dri
     with LocalLauncher(stack.env, log_dir) as launcher:
         _digits_pipeline(launcher, port_base)
 
-        def inject() -> float:
+        def inject() -> None:
             stack.restart("kafka", down_s=config.outage_s)
-            return time.time()
         return _steady_digits(stack, config, inject)
 
 
@@ -114,9 +111,8 @@ def redis_outage(stack: LocalStack, log_dir: Path, port_base: int, config: Drill
     with LocalLauncher(stack.env, log_dir) as launcher:
         scheduler = _digits_pipeline(launcher, port_base, policy="infaas")
 
-        def inject() -> float:
+        def inject() -> None:
             stack.restart("redis", down_s=config.outage_s)
-            return time.time()
         outcome = _steady_digits(stack, config, inject)
         outcome.notes["metadata_refresh_failures"] = _metric(scheduler, "meridian_metadata_refresh_failures_total")
         return outcome

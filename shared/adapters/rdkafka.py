@@ -13,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer
 
+from shared.adapters.kafka_io import RECONNECT_OPTIONS
 from shared.settings import Settings
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -25,7 +26,8 @@ def client_config(settings: Settings) -> dict[str, Any]:
         "bootstrap.servers": settings.kafka_bootstrap,
         "security.protocol": security.security_protocol,
         # reconnect within a second of a restarted broker's return (the default backs off to 10 s)
-        "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 1000,
+        "reconnect.backoff.ms": RECONNECT_OPTIONS["reconnect_backoff_ms"],
+        "reconnect.backoff.max.ms": RECONNECT_OPTIONS["reconnect_backoff_max_ms"],
         "socket.nagle.disable": True,
     }
     if security.sasl_mechanism:

@@ -102,6 +102,7 @@ class TrackedWorker:
     variants: tuple[str, ...]
     max_batch: int
     last_seen_s: float
+    #: when it joined or its last batch's end was heard
     available_at_s: float
     incarnation: str | None = None
     inflight: dict[str, Inflight] = field(default_factory=dict)
@@ -109,8 +110,6 @@ class TrackedWorker:
     busy_until_s: float = 0.0
     #: the view while idle (None while busy), which only changes with the fields above
     idle_view: WorkerView | None = None
-    #: when its last batch's end was heard
-    last_finish_s: float = -math.inf
     #: what a batch that waited at the worker was seen to take beyond its profiled compute, from the end
     #: of the batch before it to its own end heard: the worker's and the host's overhead per batch when
     #: busy (moving average)
@@ -303,14 +302,14 @@ class SchedulerCore:
         batch = record.inflight.pop(batch_id, None) if record is not None else None
         if batch is None:
             return  # a batch of a worker's previous life, or of another scheduler
-        if self.config.learn_service_rate and batch.dispatched_s < record.last_finish_s:
+        if self.config.learn_service_rate and batch.dispatched_s < record.available_at_s:
             # it was waiting at the worker when the batch before it ended, so the worker went from one to
             # the other: whatever the gap holds beyond the profiled compute slows a busy worker down
-            taken = now - record.last_finish_s
+            taken = now - record.available_at_s
             overhead = max(0.0, taken - (batch.predicted_finish_s - batch.predicted_start_s))
             record.overhead_s += 0.2 * (overhead - record.overhead_s)
             self._capacity.clear()
-        record.last_seen_s = record.available_at_s = record.last_finish_s = now
+        record.last_seen_s = record.available_at_s = now
         record.idle_view = None
         if record.inflight:
             record.busy_until_s = max(b.predicted_finish_s for b in record.inflight.values())
