@@ -6,7 +6,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: install models models-efficientnet stack-up stack-down demo test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
-        bench-autoscale bench-faults bench-sim-core clean
+        bench-autoscale bench-faults bench-sim-core bench-fidelity clean
 
 $(STAMP): pyproject.toml infra/install.sh
 	bash infra/install.sh
@@ -77,6 +77,9 @@ bench-faults: $(VAR)/models/.built
 
 bench-sim-core: install
 	$(PYTHON) -m bench.sim_core
+
+bench-fidelity: $(VAR)/models/.built
+	$(PYTHON) -m bench.fidelity
 
 clean: stack-down
 	rm -rf $(VAR) bench/results

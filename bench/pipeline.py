@@ -2,7 +2,8 @@
 the scheduler's ceiling.
 
 1. Added latency at 200 and at 1,000 queries/s with two real onnxruntime workers: per query, (result
-   received by the client - client send) - (compute finished - compute started); p50 and p99.
+   received by the client - client send) - (compute finished - compute started); p50 and p99. The
+   simulator's hop model (`shared.sim.transport.fit_transport`) fitted on the 200 q/s answers.
 2. Overload: three times one emulated worker's measured capacity for a minute (the ``overload`` fault
    drill): goodput (``ok`` within SLO per second, at the client) against that capacity, the late share
    of answers, drops, the scheduler's memory and consumer lag, per second; drawn into
@@ -36,6 +37,7 @@ from shared.adapters.client import MeridianClient
 from shared.profiles import ProfileSet
 from shared.settings import Settings
 from shared.sim.arrivals import poisson_arrivals
+from shared.sim.transport import TransportModel, fit_transport, hop_records
 from shared.tensors import encode
 
 
@@ -69,7 +71,8 @@ def warm_up(client: MeridianClient, *, rows: np.ndarray | None, model: str) -> N
 
 
 def added_latency(stack: LocalStack, launcher: LocalLauncher, variants: list[str], rows: np.ndarray,
-                  duration_s: float, rates: tuple[float, ...]) -> dict[float, dict[str, float]]:
+                  duration_s: float, rates: tuple[float, ...]) -> tuple[dict[float, dict[str, float]], TransportModel]:
+    """Per rate, the added latency; and the simulator's hop model fitted at the lowest rate."""
     scheduler = launcher.start_scheduler(metrics_port=29301)
     for index in range(2):
         launcher.start_worker(f"bench-real-{index}", variants=variants[:1], metrics_port=29302 + index)
@@ -90,12 +93,15 @@ def added_latency(stack: LocalStack, launcher: LocalLauncher, variants: list[str
                 if result.status is ResultStatus.OK:
                     added.append((received - stamps.client_sent) - (stamps.compute_finished - stamps.compute_started))
             added_ms = np.array(added) * 1000.0
+            if index == 0:
+                transport = fit_transport(hop_records({q: client.results[q] for q in sent if q in client.results}))
             per_rate[rate] = {"p50_ms": round(float(np.percentile(added_ms, 50)), 3),
                               "p99_ms": round(float(np.percentile(added_ms, 99)), 3),
                               "answered_ok": len(added), "sent": len(sent)}
             print(f"added latency at {rate:g} q/s: {per_rate[rate]}", flush=True)
     launcher.stop_all()
-    return per_rate
+    print(f"transport fitted at {rates[0]:g} q/s (ms): {transport.summary_ms()}", flush=True)
+    return per_rate, transport
 
 
 def overload(stack: LocalStack, log_dir: Path, duration_s: float) -> DrillOutcome:
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="meridian-bench-") as tmp:
         with LocalStack(var_dir=Path(tmp), kafka_port=29092, redis_port=26379) as stack:
             with LocalLauncher(stack.env, Path(tmp) / "logs") as launcher:
-                latency = added_latency(stack, launcher, variants, rows, args.duration, (200.0, 1000.0))
+                latency, transport = added_latency(stack, launcher, variants, rows, args.duration, (200.0, 1000.0))
                 best, steps = scheduler_ceiling(stack, launcher, variants[0],
                                                 [float(r) for r in args.rates.split(",")], args.step)
             overloaded = overload(stack, Path(tmp) / "overload", args.overload)
@@ -204,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         "overload_capacity_qps": notes["capacity_qps"], "overload_goodput_qps": notes["goodput_qps"],
         "overload_goodput_ratio": notes["goodput_ratio"], "overload_late_ratio": notes["late_ratio"],
         "clients": clients,
+        "transport_ms": transport.summary_ms(),
         "targets": {"added_latency_ms_p50": 3.0, "added_latency_ms_p99": 10.0, "added_latency_ms_p99_1000qps": 20.0,
                     "scheduler_max_qps": 3000, "overload_goodput_ratio": 0.9, "overload_late_ratio": 0.01},
         "details": {"added_latency": {f"{rate:g}_qps": row for rate, row in latency.items()}, "ceiling_steps": steps,

@@ -15,6 +15,7 @@ meridian.dispatch.<wid>    WorkerCommand (DispatchBatch | ...)    batch id / var
 meridian.worker-events     WorkerEvent (Heartbeat, Batch..., ...) worker id
 meridian.load-stats        LoadStatistics                         application
 meridian.plans             AllocationPlan                         planner name
+meridian.control           SwitchPolicy                           application
 meridian.dead-letter       DeadLetter                             source topic
 meridian.registrations     RegisterModel                          model name
 meridian.registry-replies  RegistrationReply                      request id
@@ -316,6 +317,21 @@ class AllocationPlan(_Message):
         return routing
 
 
+class SwitchPolicy(_Message):
+    """Command: serve ``application`` with dispatch policy ``policy`` from the scheduler's next step on.
+
+    The scheduler checks both names (it knows the policies and the applications); a switch it refuses
+    goes to the dead letters with the reason.
+    """
+
+    application: Identifier
+    #: a dispatch policy's registry name (``fcfs``, ``proteus`` ...)
+    policy: Identifier
+    #: who asked, for the log
+    requested_by: str | None = Field(default=None, max_length=256)
+    at: Seconds
+
+
 class DeadLetter(_Message):
     """A copy of an input that could not be processed, and why."""
 
@@ -388,6 +404,7 @@ EXPORTED_MODELS: dict[str, type[BaseModel] | TypeAdapter] = {
     "worker_event": worker_event_adapter,
     "load_statistics": LoadStatistics,
     "allocation_plan": AllocationPlan,
+    "switch_policy": SwitchPolicy,
     "dead_letter": DeadLetter,
     "register_model": RegisterModel,
     "registration_reply": RegistrationReply,
@@ -417,6 +434,7 @@ __all__ = [
     "RegistrationReply",
     "Result",
     "ResultStatus",
+    "SwitchPolicy",
     "TensorPayload",
     "UnloadVariant",
     "VariantLoaded",

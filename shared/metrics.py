@@ -42,6 +42,12 @@ WORKER_STALE_BATCHES = Counter(
     "meridian_worker_stale_batches_total", "Batches skipped because they were sent to an earlier process of the "
     "worker (the scheduler re-queued them).", ["worker"])
 WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
+SCHEDULER_POLICY = Gauge(
+    "meridian_scheduler_policy", "1 for the dispatch policy serving an application now, 0 for one that served it "
+    "before.", ["application", "policy"])
+DISPATCHED_QUERIES = Counter(
+    "meridian_scheduler_dispatched_queries_total", "Queries the scheduler dispatched, by application and the "
+    "dispatch policy that chose their batch.", ["application", "policy"])
 
 PLANNER_SOLVE = Histogram(
     "meridian_planner_solve_seconds", "Time to compute one plan.", ["service", "planner"],

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.policy.registry import dispatch_names
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,6 +37,9 @@ class Settings(BaseSettings):
     result_partitions: int = Field(default=4, ge=1)
     #: the dispatch policy the scheduler runs (see ``shared.policy.registry``)
     scheduler_policy: str = "fcfs"
+    #: application -> the dispatch policy serving it, JSON (the others get ``scheduler_policy``); a
+    #: ``SwitchPolicy`` on ``meridian.control`` changes one while serving
+    application_policies: dict[str, str] = Field(default_factory=dict)
     #: the RAMSIS policy set (its name in Redis) the ``ramsis`` dispatch policy serves with
     ramsis_policy_set: str = "digits"
     #: application -> the model families it may query
@@ -118,6 +123,15 @@ class Settings(BaseSettings):
     autoscaler_worker_port_base: int = 9300
     bind_host: str = "127.0.0.1"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+
+    @field_validator("application_policies")
+    @classmethod
+    def _known_policies(cls, policies: dict[str, str]) -> dict[str, str]:
+        unknown = {app: name for app, name in policies.items() if name not in dispatch_names()}
+        if unknown:
+            raise ValueError(f"`application_policies` names unknown dispatch policies {unknown}; "
+                             f"valid: {', '.join(dispatch_names())}")
+        return policies
 
     @property
     def kairos_data_dir(self) -> Path:

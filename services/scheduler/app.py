@@ -1,13 +1,13 @@
 """Scheduler: the faust loop around the serving core (`shared.serving.SchedulerCore`).
 
-Consumes ``meridian.queries`` (faust agent) and, with no consumer group, ``meridian.worker-events`` and
-``meridian.plans``; produces ``meridian.dispatch.<worker>`` batches, its own ``rejected``/``dropped``
-results on ``meridian.results.<application>`` (``meridian.results`` for messages of no known
-application), copies of bad input on ``meridian.dead-letter`` and ``meridian.load-stats``. Every
-decision is the core's; this module only moves messages. A query's message is acknowledged (its offset
-committed) only once its batch is durably dispatched or its final result is sent, so a restarted
-scheduler re-reads what it had not acknowledged, and skips those it finds it had handed on
-(`handed_on`).
+Consumes ``meridian.queries`` (faust agent) and, with no consumer group, ``meridian.worker-events``,
+``meridian.plans`` and ``meridian.control`` (policy switches, `switching`); produces
+``meridian.dispatch.<worker>`` batches, its own ``rejected``/``dropped`` results on
+``meridian.results.<application>`` (``meridian.results`` for messages of no known application), copies
+of bad input on ``meridian.dead-letter`` and ``meridian.load-stats``. Every decision is the core's; this
+module only moves messages. A query's message is acknowledged (its offset committed) only once its
+batch is durably dispatched or its final result is sent, so a restarted scheduler re-reads what it had
+not acknowledged, and skips those it finds it had handed on (`handed_on`).
 
 Run: ``python -m services.scheduler``
 """
@@ -15,24 +15,27 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import secrets
 import time
+from typing import cast
 
 import faust
 from pydantic import BaseModel, ValidationError
 
-from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, worker_event_adapter
+from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, SwitchPolicy, worker_event_adapter
 from services.scheduler import messages
 from services.scheduler.handed_on import handed_on_query_ids
 from services.scheduler.load_window import LoadWindow
-from services.scheduler.policy_options import dispatch_options, follow_ramsis_generation
+from services.scheduler.policy_options import FEEDS, build_policy, configured_policies, follow_ramsis_generation
 from services.scheduler.setup import SERVICE, app_options, follow_topic
+from services.scheduler.switching import PolicySwitcher
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import best_effort_id, dead_letter, describe_validation_error
 from shared.catalogue import Catalogue
 from shared.plans import from_message
-from shared.policy.registry import make_dispatch
+from shared.policy.per_application import PerApplicationDispatch
 from shared.serving import CoreConfig, SchedulerCore, Step
 from shared.settings import Settings
 
@@ -40,11 +43,16 @@ STEP_INTERVAL_S = 0.05
 #: Kafka's timestamp type of a record stamped by its producer (the other is the broker's append time)
 CREATE_TIME = 0
 
+logger = logging.getLogger(__name__)
+
 
 def make_core(settings: Settings, catalogue: Catalogue) -> SchedulerCore:
-    """The core the live scheduler serves with: the configured policy, on the wall clock."""
-    policy = make_dispatch(settings.scheduler_policy, catalogue.profiles,
-                           **dispatch_options(settings, step_interval_s=STEP_INTERVAL_S))
+    """The core the live scheduler serves with, on the wall clock: each application's configured policy
+    (``scheduler_policy`` for those not named), switchable while serving."""
+    try:
+        policy = build_policy(settings, catalogue.profiles, step_interval_s=STEP_INTERVAL_S)
+    except ValueError as exc:
+        raise SystemExit(f"scheduler: {exc}") from None
     config = CoreConfig.from_settings(settings, batch_id_prefix=f"b{secrets.token_hex(4)}")
     return SchedulerCore(policy, catalogue, config, clock=time.time)
 
@@ -53,6 +61,9 @@ def build_app(settings: Settings) -> faust.App:
     app = faust.App("meridian-scheduler", **app_options(settings))
     dead_letter_topic = app.topic(topics.DEAD_LETTER)
     core = make_core(settings, Catalogue.from_settings(settings))
+    policies = cast(PerApplicationDispatch, core.policy)
+    fed = configured_policies(settings) & FEEDS.keys()
+    switcher = PolicySwitcher(settings, core, policies, fed=fed, step_interval_s=STEP_INTERVAL_S)
     load = LoadWindow(settings.load_stats_interval_s)
     handed_on = handed_on_query_ids(settings, lookback_s=settings.restart_lookback_s)
 
@@ -91,8 +102,9 @@ def build_app(settings: Settings) -> faust.App:
             asyncio.ensure_future(ack_when_written(fut, [i.ack_token for i in dispatch.items if i.ack_token is not None]))
             metrics.DISPATCHED_BATCH_ROWS.labels(batch.variant).observe(sum(q.batch_size for q in batch.queries))
             for item in dispatch.items:
-                metrics.HOP_LATENCY.labels(item.pending.application, "queue_wait").observe(
-                    dispatch.at_s - item.admitted_s)
+                application = item.pending.application
+                metrics.HOP_LATENCY.labels(application, "queue_wait").observe(dispatch.at_s - item.admitted_s)
+                metrics.DISPATCHED_QUERIES.labels(application, policies.policy_of(application)).inc()
 
     async def refuse(event: faust.EventT, reason: str, query: Query | None, *, trusted_id: bool) -> None:
         """Answer ``rejected`` (under the query id only if it is the query's own) and keep a dead letter."""
@@ -151,6 +163,22 @@ def build_app(settings: Settings) -> faust.App:
         """Every plan, oldest first, so the newest one wins also after a restart."""
         await follow(topics.PLANS, AllocationPlan.model_validate_json, on_plan, auto_offset_reset="earliest")
 
+    async def on_switch(switch: SwitchPolicy) -> str | None:
+        refusal = await switcher.apply(switch)
+        if refusal is None:
+            await act(core.step())
+        return refusal
+
+    async def refuse_control(raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
+        logger.warning("refused the control message at %s/%d@%d: %s", source, partition, offset, reason)
+        await copy_to_dead_letters(raw, reason, source, partition, offset)
+
+    @app.task
+    async def follow_control() -> None:
+        """Every policy switch, oldest first, so the newest one per application wins also after a restart."""
+        await follow_topic(settings, app.conf.broker_credentials, topics.CONTROL, SwitchPolicy.model_validate_json,
+                           on_switch, on_invalid=refuse_control, auto_offset_reset="earliest")
+
     @app.timer(interval=STEP_INTERVAL_S)
     async def housekeeping() -> None:
         """Drops queries past hope, notices silent workers and wakes waiting batches with no message."""
@@ -165,12 +193,12 @@ def build_app(settings: Settings) -> faust.App:
             await app.topic(topics.LOAD_STATS).send(key=stats.application.encode(),
                                                     value=stats.model_dump_json().encode())
 
-    if settings.scheduler_policy == "infaas":
+    if "infaas" in fed:
         from services.scheduler.metadata_feed import follow_metadata_store
 
-        follow_metadata_store(app, core, settings)
-    elif settings.scheduler_policy == "ramsis":
-        follow_ramsis_generation(app, core.policy, core.catalogue.profiles, settings)
+        follow_metadata_store(app, core, policies, settings)
+    if "ramsis" in fed:
+        follow_ramsis_generation(app, policies, core.catalogue.profiles, settings)
     return app
 
 

@@ -16,6 +16,7 @@ from shared import metrics
 from shared.adapters.infaas_store import RedisMetadataStore
 from shared.catalogue import Catalogue
 from shared.infaas.records import MetadataSnapshot
+from shared.policy.per_application import PerApplicationDispatch
 from shared.serving import SchedulerCore
 from shared.settings import Settings
 
@@ -24,8 +25,10 @@ METADATA_REFRESH_S = 2.0
 logger = logging.getLogger(__name__)
 
 
-def follow_metadata_store(app: faust.App, core: SchedulerCore, settings: Settings) -> None:
-    """Read the store once at start and then every ``METADATA_REFRESH_S``."""
+def follow_metadata_store(app: faust.App, core: SchedulerCore, policies: PerApplicationDispatch,
+                          settings: Settings) -> None:
+    """Read the store once at start and then every ``METADATA_REFRESH_S``; every `infaas` policy serving
+    then hears it."""
     store = RedisMetadataStore.from_url(settings.redis_url)
 
     async def refresh() -> None:
@@ -36,7 +39,8 @@ def follow_metadata_store(app: faust.App, core: SchedulerCore, settings: Setting
             metrics.METADATA_REFRESH_FAILURES.inc()
             logger.warning("metadata store unavailable, serving from cached state: %s", exc)
             return
-        core.policy.update_from_metadata(snapshot)
+        for policy in policies.running("infaas"):
+            policy.update_from_metadata(snapshot)
         applications = {**settings.applications}
         for application, families in snapshot.applications.items():
             applications[application] = sorted({*applications.get(application, ()), *families})

@@ -56,9 +56,10 @@ def prepare(settings: Settings) -> None:
 
 
 async def follow_topic(settings: Settings, credentials: faust.types.auth.CredentialsT | None, topic: str,
-                       parse: Callable[[bytes], BaseModel], handle: Callable[[BaseModel], Awaitable[None]], *,
+                       parse: Callable[[bytes], BaseModel], handle: Callable[[BaseModel], Awaitable[str | None]], *,
                        on_invalid: Callable[[bytes, str, str, int, int], Awaitable[None]], **options: Any) -> None:
-    """Read a whole topic with no consumer group; what does not parse goes to ``on_invalid`` with a reason."""
+    """Read a whole topic with no consumer group; what does not parse, or what ``handle`` refuses (it returns
+    why), goes to ``on_invalid`` with the reason."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None, **options,
                                 **credentials_to_aiokafka_auth(credentials))
     await consumer.start()
@@ -70,6 +71,8 @@ async def follow_topic(settings: Settings, credentials: faust.types.auth.Credent
                 await on_invalid(message.value, describe_validation_error(exc), topic, message.partition,
                                  message.offset)
                 continue
-            await handle(parsed)
+            refusal = await handle(parsed)
+            if refusal is not None:
+                await on_invalid(message.value, refusal, topic, message.partition, message.offset)
     finally:
         await consumer.stop()

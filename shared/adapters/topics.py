@@ -8,6 +8,8 @@ Layout (see README "Topics"):
   a restarted worker with the same id resumes from its committed offset. Scaling out is starting a worker
   with a new id; it announces itself with heartbeats on ``meridian.worker-events``.
 - Worker events are read by every scheduler process (each its own group), so all see the whole fleet.
+- ``meridian.control`` carries operators' commands to the running services (``SwitchPolicy``); every
+  scheduler reads all of it, oldest first, so the newest command wins also after a restart.
 - Each application's results go to its own ``meridian.results.<application>`` (made when the application
   is configured or registered), so a client reads, and may be allowed to read, only its own answers.
   ``meridian.results`` carries only rejections of messages that name no known application.
@@ -29,6 +31,7 @@ RESULTS_PREFIX = "meridian.results."
 WORKER_EVENTS = "meridian.worker-events"
 LOAD_STATS = "meridian.load-stats"
 PLANS = "meridian.plans"
+CONTROL = "meridian.control"
 DEAD_LETTER = "meridian.dead-letter"
 REGISTRATIONS = "meridian.registrations"
 REGISTRY_REPLIES = "meridian.registry-replies"
@@ -65,6 +68,7 @@ def core_topics(settings: Settings) -> list[TopicSpec]:
         TopicSpec(WORKER_EVENTS, 1),
         TopicSpec(LOAD_STATS, 1),
         TopicSpec(PLANS, 1),
+        TopicSpec(CONTROL, 1),
         TopicSpec(DEAD_LETTER, 1),
         TopicSpec(REGISTRATIONS, 1),
         TopicSpec(REGISTRY_REPLIES, 1),

@@ -15,6 +15,14 @@ the core does itself:
   (make-before-break). Commands (an autoscaler's) are carried out as given. A stopped worker finishes
   the batch it runs. The controller hears every worker event the services would consume;
 - wake-ups: when the policy waits on purpose (`next_wakeup_s`), the core steps again at that time;
+- transport (optional, ``transport``): the hops of `shared.sim.transport.TransportModel`. A query
+  reaches the core a draw of ``to_scheduler`` after its send (in send order per application, as one
+  Kafka partition keeps it); a batch or load reaches its worker a draw of ``to_worker`` after the
+  core sent it (in order per worker); after a batch's compute the worker sends its results one by one
+  (a draw of ``publish_per_row`` each), then takes a draw of ``batch_overhead`` before its next job;
+  each answer reaches its client, and the batch's end (sent after its last result) the core and the
+  controller, a draw of ``to_client`` after it was sent (worker events in order per worker). Without it,
+  messages take no time: an ideal machine;
 - heartbeats (optional, ``heartbeat_interval_s``): each joined worker reports its loaded variants and
   busy share every interval, as live workers do, to the core and the controller (for monitors that
   judge workers by them).
@@ -45,6 +53,7 @@ from shared.profiles.format import ProfileSet
 from shared.serving.core import CoreConfig, Dispatch, SchedulerCore, Step
 from shared.serving.service_time import ProfileServiceTime, ServiceTime
 from shared.sim.arrivals import Workload
+from shared.sim.transport import TransportModel
 from shared.sim.workers import SimWorker
 
 
@@ -55,6 +64,12 @@ class EventType(IntEnum):
     ARRIVAL = 3
     WAKEUP = 4
     HEARTBEAT = 5
+    #: a message reaches a worker (transport)
+    DELIVERY = 6
+    #: a worker may start its next job (transport: after its per-batch overhead)
+    FREE = 7
+    #: a worker event reaches the core and the controller (transport)
+    NOTICE = 8
 
 
 class SimStatus(str, Enum):
@@ -178,6 +193,8 @@ def simulate(
     stop: StopRule | None = None,
     end_s: float | None = None,
     heartbeat_interval_s: float | None = None,
+    transport: TransportModel | None = None,
+    fleet_follows_plans: bool = True,
 ) -> SimResult:
     """Serve ``workloads`` with ``policy`` on ``workers`` (joined at time 0), re-planned by ``controller``.
 
@@ -194,11 +211,16 @@ def simulate(
     end_s : stop the run then (default: when nothing is left to happen); later events never happen.
     heartbeat_interval_s : each joined worker heartbeats this often, until the last control (default: only
         when it joins).
+    transport : the delays of the live path's messages (default: none, an ideal machine); a query's
+        finish time is then when its client holds the answer.
+    fleet_follows_plans : False when no fleet service applies the controller's plans: the core hears
+        them (routing) but the workers stay as they are.
     """
     return Simulation(workloads, workers, policy, profiles, service=service, controller=controller,
                       control_interval_s=control_interval_s, config=config, startup_s=startup_s,
                       service_factor=service_factor, seed=seed, stop=stop, end_s=end_s,
-                      heartbeat_interval_s=heartbeat_interval_s).run()
+                      heartbeat_interval_s=heartbeat_interval_s, transport=transport,
+                      fleet_follows_plans=fleet_follows_plans).run()
 
 
 @dataclass(slots=True)
@@ -219,6 +241,10 @@ class _Worker:
     busy_s: float = 0.0
     beat_busy_s: float = 0.0
     beat_at_s: float = 0.0
+    #: transport: when the last message to it arrives, and when its last event reaches the core (each
+    #: is a Kafka partition: in order)
+    delivered_s: float = 0.0
+    noticed_s: float = 0.0
 
 
 class Simulation:
@@ -230,7 +256,8 @@ class Simulation:
                  config: CoreConfig | None = None, startup_s: Mapping[str, float] | None = None,
                  service_factor: ServiceFactor | None = None, seed: int | None = None,
                  stop: StopRule | None = None, end_s: float | None = None,
-                 heartbeat_interval_s: float | None = None) -> None:
+                 heartbeat_interval_s: float | None = None, transport: TransportModel | None = None,
+                 fleet_follows_plans: bool = True) -> None:
         if isinstance(workloads, Workload):
             workloads = [workloads]
         if not workloads:
@@ -269,6 +296,12 @@ class Simulation:
         self.end_s = math.inf if end_s is None else end_s
         self.rng = np.random.default_rng(seed)
         self.stop = stop or StopRule()
+        self.transport = transport
+        #: its own stream, so that a transport changes no service-time draw
+        self.hop_rng = np.random.default_rng(None if seed is None else [seed, 1])
+        self.fleet_follows_plans = fleet_follows_plans
+        #: queries in the order they reach the core, and when
+        self.admit_order, self.admit_s = self._admissions()
         m = len(self.arrival)
         #: per query, as lists while running (cheaper to set one by one than arrays)
         self.start_s = [math.nan] * m
@@ -294,12 +327,14 @@ class Simulation:
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> SimResult:
         if len(self.arrival):
-            self._push(float(self.arrival[0]), EventType.ARRIVAL, 0)
+            self._push(self.admit_s[0], EventType.ARRIVAL, 0)
             if self.controller is not None:
                 self._push(min(0.0, float(self.arrival[0])), EventType.CONTROL, None)
         handlers = {EventType.COMPLETION: self._complete, EventType.READY: self._ready,
                     EventType.CONTROL: self._control, EventType.ARRIVAL: self._arrive,
-                    EventType.WAKEUP: lambda _: None, EventType.HEARTBEAT: self._heartbeat}
+                    EventType.WAKEUP: lambda _: None, EventType.HEARTBEAT: self._heartbeat,
+                    EventType.DELIVERY: self._deliver, EventType.FREE: self._free,
+                    EventType.NOTICE: lambda notice: notice()}
         status, message = SimStatus.COMPLETED, ""
         heap = self.heap
         while heap and heap[0][0] <= self.end_s:
@@ -338,15 +373,28 @@ class Simulation:
         self.seq += 1
 
     # -- clients --------------------------------------------------------------------------------
-    def _arrive(self, i: int) -> None:
+    def _admissions(self) -> tuple[list[int], list[float]]:
+        """Each query reaches the core after its hop, never before one its application sent earlier."""
+        if self.transport is None:
+            return list(range(len(self.arrival))), self.arrival.tolist()
+        reach = self.arrival + self.transport.to_scheduler.draw(self.hop_rng, len(self.arrival))
+        for application in set(self.application.tolist()):
+            mine = np.flatnonzero(self.application == application)
+            reach[mine] = np.maximum.accumulate(reach[mine])
+        order = np.argsort(reach, kind="stable")
+        return order.tolist(), reach[order].tolist()
+
+    def _arrive(self, k: int) -> None:
+        i = self.admit_order[k]
         application, model, rows, slo_ms = self.query_fields[i]
         # the transport's own handle on a query: its index
-        rejection = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms, self.now), payload=i)
+        query = SimQuery(str(i), application, model, rows, slo_ms, float(self.arrival[i]))
+        rejection = self.core.admit(query, payload=i)
         if rejection is not None:
             self._drop(i, rejection.reason)
         self.counts[application] = self.counts.get(application, 0) + 1
-        if i + 1 < len(self.arrival):
-            self._push(float(self.arrival[i + 1]), EventType.ARRIVAL, i + 1)
+        if k + 1 < len(self.admit_order):
+            self._push(self.admit_s[k + 1], EventType.ARRIVAL, k + 1)
 
     def _drop(self, i: int, reason: str) -> None:
         self.dropped[i] = reason
@@ -357,15 +405,44 @@ class Simulation:
         for item, reason in step.dropped:
             self._drop(item.payload, reason)
         for worker_id, variant in step.loads:
-            self._enqueue(self.workers[worker_id], ("load", variant))
+            self._send(self.workers[worker_id], ("load", variant))
         for dispatch in step.dispatches:
-            self._enqueue(self.workers[dispatch.worker_id], ("batch", dispatch))
+            self._send(self.workers[dispatch.worker_id], ("batch", dispatch))
+
+    def _send(self, worker: _Worker, job: tuple) -> None:
+        """The core's message to a worker: there at once, or after its hop (in order per worker)."""
+        if self.transport is None:
+            self._enqueue(worker, job)
+            return
+        worker.delivered_s = max(worker.delivered_s, self.now + float(self.transport.to_worker.draw(self.hop_rng)))
+        self._push(worker.delivered_s, EventType.DELIVERY, (worker, job))
+
+    def _deliver(self, message: tuple[_Worker, tuple]) -> None:
+        worker, job = message
+        if worker.stopped_s is None and not worker.stopping:  # a stopped worker's topic is never read again
+            self._enqueue(worker, job)
+
+    def _notice(self, worker: _Worker, notice: Callable[[], None], *, after_s: float | None = None) -> None:
+        """A worker event sent now (or at ``after_s``): heard at once, or after its hop (in order per worker)."""
+        if self.transport is None:
+            notice()
+            return
+        sent = self.now if after_s is None else after_s
+        worker.noticed_s = max(worker.noticed_s, sent + float(self.transport.to_client.draw(self.hop_rng)))
+        self._push(worker.noticed_s, EventType.NOTICE, notice)
 
     def _enqueue(self, worker: _Worker, job: tuple) -> None:
         if worker.running or math.isnan(worker.joined_s):
             worker.jobs.append(job)
         else:
             self._run(worker, *job)
+
+    def _free(self, worker: _Worker) -> None:
+        """Its per-batch overhead is over (transport)."""
+        if worker.stopping:
+            self._stop_now(worker)
+        elif worker.stopped_s is None:
+            self._next_job(worker)
 
     def _next_job(self, worker: _Worker) -> None:
         if worker.jobs:
@@ -403,20 +480,35 @@ class Simulation:
             self._tell(VariantLoaded.model_construct(worker_id=worker_id, variant=job, load_ms=service_ms, at=self.now))
         else:
             worker.busy_s += service_ms / 1000.0
-            for item in job.items:
+            sent, held = self._answers(len(job.items))
+            for item, finish in zip(job.items, held):
                 i = item.payload
-                self.finish_s[i] = self.now
-                if self.now > self.deadline_s[i]:
+                self.finish_s[i] = finish
+                if finish > self.deadline_s[i]:
                     self.misses += 1
-            self.core.batch_finished(worker_id, job.batch_id, service_ms)
-            if self.controller is not None:
-                self.controller.on_worker_event(BatchFinished.model_construct(
-                    worker_id=worker_id, batch_id=job.batch_id, variant=job.variant, device=worker.spec.device,
-                    rows=job.rows, compute_ms=service_ms, ok=True, at=self.now))
+            self._notice(worker, lambda: self._batch_heard(worker, job, service_ms), after_s=sent)
+            if self.transport is not None and not worker.stopping:
+                self._push(sent + float(self.transport.batch_overhead.draw(self.hop_rng)), EventType.FREE, worker)
+                return
         if worker.stopping:
             self._stop_now(worker)
         else:
             self._next_job(worker)
+
+    def _answers(self, count: int) -> tuple[float, list[float]]:
+        """When a finished batch's last result is sent, and when each of its answers is held by its client."""
+        if self.transport is None:
+            return self.now, [self.now] * count
+        sent = self.now + np.cumsum(self.transport.publish_per_row.draw(self.hop_rng, count))
+        return float(sent[-1]), (sent + self.transport.to_client.draw(self.hop_rng, count)).tolist()
+
+    def _batch_heard(self, worker: _Worker, job: Dispatch, service_ms: float) -> None:
+        worker_id = worker.spec.worker_id
+        self.core.batch_finished(worker_id, job.batch_id, service_ms)
+        if self.controller is not None:
+            self.controller.on_worker_event(BatchFinished.model_construct(
+                worker_id=worker_id, batch_id=job.batch_id, variant=job.variant, device=worker.spec.device,
+                rows=job.rows, compute_ms=service_ms, ok=True, at=self.now))
 
     # -- the fleet ------------------------------------------------------------------------------
     def _add_worker(self, spec: SimWorker) -> _Worker:
@@ -483,6 +575,9 @@ class Simulation:
 
     def _plan(self, plan: FleetPlan) -> None:
         self.plans.append((self.now, plan))
+        if not self.fleet_follows_plans:
+            self.core.apply_plan(plan)
+            return
         running = {w.spec.worker_id: w.placement for w in self.order if w.stopped_s is None and not w.stopping}
         changes = reconcile(plan.placements, running)
         for placement in changes.start:
@@ -533,6 +628,9 @@ class Simulation:
         worker.stopped_s = self.now
         if math.isnan(worker.joined_s):
             return
+        self._notice(worker, lambda: self._stop_heard(worker))
+
+    def _stop_heard(self, worker: _Worker) -> None:
         self.core.worker_lost(worker.spec.worker_id)
         self._tell(WorkerStopped.model_construct(worker_id=worker.spec.worker_id, at=self.now))
 
