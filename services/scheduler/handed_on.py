@@ -11,45 +11,16 @@ from __future__ import annotations
 import json
 import time
 
-from kafka import TopicPartition
-
 from shared.adapters import topics
-from shared.adapters.kafka_io import make_consumer
+from shared.adapters.recording import read_range
 from shared.settings import Settings
 
 
 def handed_on_query_ids(settings: Settings, *, lookback_s: float) -> set[str]:
-    consumer = make_consumer(settings, group_id=None, fetch_max_wait_ms=10)
-    try:
-        names = [name for name in consumer.topics()
-                 if name.startswith(topics.DISPATCH_PREFIX) or name.startswith(topics.RESULTS)]
-        partitions = [TopicPartition(name, p) for name in names for p in consumer.partitions_for_topic(name) or ()]
-        if not partitions:
-            return set()
-        consumer.assign(partitions)
-        since_ms = int((time.time() - lookback_s) * 1000)
-        starts = consumer.offsets_for_times({tp: since_ms for tp in partitions})
-        ends = consumer.end_offsets(partitions)
-        pending = {}
-        for tp in partitions:
-            start = starts.get(tp)
-            if start is None or start.offset >= ends[tp]:
-                consumer.pause(tp)
-            else:
-                consumer.seek(tp, start.offset)
-                pending[tp] = ends[tp]
-        ids: set[str] = set()
-        deadline = time.monotonic() + 30.0
-        while pending and time.monotonic() < deadline:
-            for tp, records in consumer.poll(timeout_ms=200).items():
-                for record in records:
-                    ids.update(_query_ids(record.value))
-                if consumer.position(tp) >= pending.get(tp, 0):
-                    pending.pop(tp, None)
-                    consumer.pause(tp)
-        return ids
-    finally:
-        consumer.close()
+    now = time.time()
+    records = read_range(settings, lambda name: name.startswith((topics.DISPATCH_PREFIX, topics.RESULTS)),
+                         now - lookback_s, now + 1.0, timeout_s=30.0, whole=False)
+    return {query_id for _, value in records for query_id in _query_ids(value)}
 
 
 def _query_ids(value: bytes) -> list[str]:

@@ -4,7 +4,7 @@ the topics themselves (replay, the fidelity bench, a restarted scheduler's read-
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kafka import TopicPartition
@@ -36,21 +36,24 @@ class Recording:
     unreadable: int = 0
 
 
-def read_range(settings: Settings, names: Iterable[str], start_s: float, end_s: float, *,
-               timeout_s: float = 120.0) -> list[tuple[float, bytes]]:
-    """Every record of ``names`` stamped within ``[start_s, end_s)``, oldest first per partition.
+def read_range(settings: Settings, names: Iterable[str] | Callable[[str], bool], start_s: float, end_s: float, *,
+               timeout_s: float = 120.0, whole: bool = True) -> list[tuple[float, bytes]]:
+    """Every record of the topics ``names`` (or whose name passes it) stamped within ``[start_s, end_s)``,
+    oldest first per partition.
 
-    Raises `RangeError` when the range starts before what a topic still keeps (records were deleted).
+    ``whole``: raise `RangeError` when the range starts before what a topic still keeps (records were
+    deleted); otherwise read what is left.
     """
     consumer = make_consumer(settings, group_id=None, fetch_max_wait_ms=20)
     try:
-        existing = consumer.topics()
-        partitions = [TopicPartition(name, p) for name in names if name in existing
+        wanted = names if callable(names) else set(names).__contains__
+        partitions = [TopicPartition(name, p) for name in sorted(consumer.topics()) if wanted(name)
                       for p in consumer.partitions_for_topic(name) or ()]
         if not partitions:
             return []
         consumer.assign(partitions)
-        _check_retention(consumer, partitions, start_s)
+        if whole:
+            _check_retention(consumer, partitions, start_s)
         starts = consumer.offsets_for_times({tp: int(start_s * 1000) for tp in partitions})
         stops = consumer.offsets_for_times({tp: int(end_s * 1000) for tp in partitions})
         ends = consumer.end_offsets(partitions)

@@ -33,6 +33,11 @@ from schemas import Result, ResultStatus
 LEVELS = tuple(np.round(np.concatenate([np.arange(0.0, 0.951, 0.05), [0.975, 0.99, 0.995, 1.0]]), 4).tolist())
 
 
+#: a batch dispatched this long before its worker's previous batch finished had reached the worker by then
+#: (the scheduler -> worker hop takes a few milliseconds)
+WAITING_S = 0.010
+
+
 class HopLatency(BaseModel):
     """One hop's delay as quantiles (seconds at `LEVELS`); draws interpolate between them."""
 
@@ -104,9 +109,9 @@ def hop_records(answers: Mapping[str, tuple[Result, float]]) -> list[HopRecord]:
 def fit_transport(records: Iterable[HopRecord]) -> TransportModel:
     """Fit each hop from answered queries (see the module docstring for what each hop spans).
 
-    ``to_worker`` counts once per batch. ``batch_overhead`` counts a batch only if it was dispatched
-    before the batch ahead of it on its worker started: it was surely waiting, so the worker was never
-    idle in the gap.
+    ``to_worker`` counts once per batch. ``batch_overhead`` counts a batch only if it was dispatched at
+    least `WAITING_S` before the batch ahead of it on its worker finished: it was waiting in the
+    worker's topic, so the worker was never idle in the gap.
     """
     records = list(records)
     batches: dict[tuple[str, str], list[HopRecord]] = {}
@@ -121,7 +126,7 @@ def fit_transport(records: Iterable[HopRecord]) -> TransportModel:
     for runs in by_worker.values():
         runs.sort(key=lambda pair: pair[0].compute_started)
         for (before, last_sent), (after, _) in zip(runs, runs[1:]):
-            if after.dispatched <= before.compute_started:
+            if after.dispatched <= before.compute_finished - WAITING_S:
                 overheads.append(after.compute_started - last_sent)
     return TransportModel(
         to_scheduler=HopLatency.fit([r.scheduler_received - r.client_sent for r in records]),

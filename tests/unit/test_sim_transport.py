@@ -41,8 +41,8 @@ def test_a_hop_fitted_from_delays_draws_within_them() -> None:
 
 
 def test_fit_reads_each_hop_the_publishing_and_the_overhead_between_back_to_back_batches() -> None:
-    # b2 was dispatched (1.002) before b1 started computing (1.004): from b1's last result sent (1.022) to
-    # b2's start (1.025) the worker did its own work
+    # b2 was dispatched (1.002) well before b1 finished computing (1.020): from b1's last result sent
+    # (1.022) to b2's start (1.025) the worker did its own work
     records = [HopRecord("w", "b1", 1.000, 1.001, 1.002, 1.003, 1.004, 1.020, 1.021, 1.024),
                HopRecord("w", "b1", 1.0005, 1.0015, 1.002, 1.003, 1.004, 1.020, 1.022, 1.026),
                HopRecord("w", "b2", 1.0010, 1.0018, 1.002, 1.021, 1.025, 1.035, 1.036, 1.040)]
