@@ -18,8 +18,11 @@ def plot_over_time(panels: Mapping[str, Mapping[str, Mapping[str, list[float]]]]
         attainment, accuracy = axes[0][column], axes[1][column]
         for label, series in lines.items():
             style = "-" if label == "live" else "--"
-            attainment.plot(series["t_s"], [100 * v for v in series["slo_attainment"]], style, label=label)
-            accuracy.plot(series["t_s"], series["effective_accuracy"], style, label=label)
+            # a bin holding a few stragglers (the run's last fraction of a second) says nothing
+            kept = [k for k, sent in enumerate(series["sent"]) if sent >= 0.1 * max(series["sent"])]
+            t = [series["t_s"][k] for k in kept]
+            attainment.plot(t, [100 * series["slo_attainment"][k] for k in kept], style, label=label)
+            accuracy.plot(t, [series["effective_accuracy"][k] for k in kept], style, label=label)
         attainment.set_title(name)
         attainment.set_ylim(0, 101)
         accuracy.set_xlabel("seconds")
