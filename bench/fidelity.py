@@ -63,6 +63,8 @@ SLO_MS = {"vision": 300.0, "digits": 100.0}
 TRACE_OF = {"vision": "conv", "digits": "code"}
 #: seconds of trace per second of the run, as ``bench-proteus`` speeds the trace up
 BIN_S = 20.0
+#: the stretch of the run (seconds from the trace's start) whose peak is scaled to `PEAK_OVER_CAPACITY`
+STRETCH_S = 120
 PEAK_OVER_CAPACITY = 1.2
 DIGITS_PEAK_QPS = 60.0
 #: emulated vision workers (id, device); one real digits worker runs beside them
@@ -118,14 +120,15 @@ def top_capacity_qps(catalogue: Catalogue) -> float:
 
 def schedule(settings: Settings, catalogue: Catalogue, duration_s: float, *, skip_s: float = 0.0,
              seed: int = 3) -> list[tuple[float, str]]:
-    """(offset s, application) of every query, in send order."""
+    """(offset s, application) of every query, in send order: ``duration_s`` of the trace from ``skip_s``,
+    at the rates that put the peak of its first `STRETCH_S` at the target."""
     peaks = {"vision": PEAK_OVER_CAPACITY * top_capacity_qps(catalogue), "digits": DIGITS_PEAK_QPS}
     rng = np.random.default_rng(seed)
     sends = []
     for app, trace in TRACE_OF.items():
         curve = rate_curve(load_trace_timestamps(settings.azure_trace(trace)), bin_s=BIN_S, peak_qps=1.0)
         stretch = curve[int(skip_s):int(skip_s) + int(duration_s)]
-        sends += [(float(t), app) for t in piecewise_poisson(stretch * (peaks[app] / curve[:120].max()), rng)]
+        sends += [(float(t), app) for t in piecewise_poisson(stretch * (peaks[app] / curve[:STRETCH_S].max()), rng)]
     return sorted(sends)
 
 
@@ -290,7 +293,7 @@ def compare(stack: LocalStack, run: LiveRun, transport: TransportModel) -> dict[
         batches[label] = sim_batches(result, workers)
     by_application = {app: {side: score(served.outcomes.only(served.outcomes.application == app),
                                         accuracies(catalogue.profiles), 0.0).model_dump(exclude={"cost_dollars"})
-                            for side, served in (("live", live), ("sim", sims["sim"]), ("sim_ideal", sims["sim_ideal"]))}
+                            for side, served in (("live", live), *sims.items())}
                       for app in APPLICATIONS}
     return {"live": live, "sim": sims["sim"], "sim_ideal": sims["sim_ideal"], "hops_ms": hops,
             "by_application": by_application, "batch_rows": batches,
@@ -316,7 +319,8 @@ def run_bench(stack: LocalStack, policies: Sequence[str], duration_s: float, cal
               logs: Path) -> dict[str, object]:
     settings = run_settings(stack, "fcfs")
     catalogue = Catalogue.from_settings(settings)
-    digits_variants = sorted(catalogue.variants_of("digits"), key=lambda v: catalogue.profiles_of(v)[0].latency_ms(1))
+    digits_variants = sorted(catalogue.variants_of("digits"),
+                             key=lambda v: catalogue.profiles_of(v)[0].latency_ms(1))
     rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
     calibration = live_run(stack, "fcfs", schedule(settings, catalogue, calibration_s, skip_s=duration_s), logs /
                            "calibration", digits_variants, rows)
@@ -360,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.fidelity", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="FCFS only, 30 s, 10 s calibration")
     parser.add_argument("--policies", default=",".join(POLICIES))
-    parser.add_argument("--duration", type=float, default=120.0)
+    parser.add_argument("--duration", type=float, default=float(STRETCH_S))
     parser.add_argument("--calibration", type=float, default=30.0)
     args = parser.parse_args(argv)
     policies = ["fcfs"] if args.quick else args.policies.split(",")

@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     with tqdm(total=len(names), desc="simulating", unit="policy", file=sys.stderr) as bar:
         served = replay(names, queries, workers, settings, catalogue, start_s=start, end_s=end,
                         transport=transport, done=lambda name: (bar.set_postfix_str(name), bar.update()))
-    rows = {"recorded (answers at the results topic)": live.card} | {f"{n} (simulated)": s.card for n, s in served.items()}
+    rows = {"recorded (answers at the results topic)": live.card}
+    rows |= {f"{n} (simulated)": s.card for n, s in served.items()}
     print(format_table(rows))
     figure = args.figure or settings.var_dir / "replay" / f"replay-{int(end)}.png"
     plot_over_time({name: {"live": live.series, "simulated": s.series} for name, s in served.items()}, figure,

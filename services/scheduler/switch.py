@@ -50,7 +50,8 @@ def publish_switch(settings: Settings, switch: SwitchPolicy) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--application", required=True, help="the application to switch")
-    parser.add_argument("--policy", required=True, help=f"the dispatch policy to serve it: {', '.join(dispatch_names())}")
+    parser.add_argument("--policy", required=True,
+                        help=f"the dispatch policy to serve it: {', '.join(dispatch_names())}")
     parser.add_argument("--requested-by", help="who asks (for the scheduler's log)")
     args = parser.parse_args(argv)
     if args.policy not in dispatch_names():
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings()
     except ValidationError as exc:
-        raise SystemExit(f"switch: bad MERIDIAN_* settings: {describe_validation_error(exc).split(': ', 1)[1]}") from None
+        problem = describe_validation_error(exc).split(": ", 1)[1]
+        raise SystemExit(f"switch: bad MERIDIAN_* settings: {problem}") from None
     try:
         offset = publish_switch(settings, switch)
     except (KafkaError, TimeoutError) as exc:

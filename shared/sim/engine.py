@@ -283,6 +283,7 @@ class Simulation:
         self.model = [models[k] for k in source]
         self.query_fields = list(zip(self.application.tolist(), self.model, self.rows.tolist(), self.slo_ms.tolist()))
         self.deadline_s = (self.arrival + self.slo_ms / 1000.0).tolist()
+        self.sent_at = self.arrival.tolist()
         self.now = 0.0
         self.core = SchedulerCore(policy, catalogue, config or CoreConfig(), clock=lambda: self.now)
         self.service = service or ProfileServiceTime(profiles)
@@ -388,8 +389,7 @@ class Simulation:
         i = self.admit_order[k]
         application, model, rows, slo_ms = self.query_fields[i]
         # the transport's own handle on a query: its index
-        query = SimQuery(str(i), application, model, rows, slo_ms, float(self.arrival[i]))
-        rejection = self.core.admit(query, payload=i)
+        rejection = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms, self.sent_at[i]), payload=i)
         if rejection is not None:
             self._drop(i, rejection.reason)
         self.counts[application] = self.counts.get(application, 0) + 1

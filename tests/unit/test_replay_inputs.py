@@ -14,7 +14,8 @@ from shared.sim.scorecard import Outcomes, Tenure, fleet_cost, over_time, score
 
 
 def catalogue() -> Catalogue:
-    devices = [DeviceType(name="cpu", kind="cpu", price_per_hour=0.36), DeviceType(name="gpu", kind="gpu", price_per_hour=3.6)]
+    devices = [DeviceType(name="cpu", kind="cpu", price_per_hour=0.36),
+               DeviceType(name="gpu", kind="gpu", price_per_hour=3.6)]
     variants = [VariantProfile(variant=f"m-{size}", family="m", device=device, accuracy=accuracy,
                                batch_latency_ms={1: latency, 8: 4 * latency}, max_batch=8)
                 for size, accuracy, latency in (("s", 0.7, 5.0), ("l", 0.9, 20.0)) for device in ("cpu", "gpu")]

@@ -50,7 +50,8 @@ def test_fit_reads_each_hop_the_publishing_and_the_overhead_between_back_to_back
     assert model.to_scheduler.samples == 3 and model.to_worker.samples == 2  # once per batch
     assert model.publish_per_row.samples == 3 and model.publish_per_row.quantile_ms(0.5) == pytest.approx(1.0)
     assert model.batch_overhead.samples == 1 and model.batch_overhead.quantile_ms(0.5) == pytest.approx(3.0)
-    assert model.to_client.quantile_ms(0.0) == pytest.approx(3.0) and model.to_client.quantile_ms(1.0) == pytest.approx(4.0)
+    assert model.to_client.quantile_ms(0.0) == pytest.approx(3.0)
+    assert model.to_client.quantile_ms(1.0) == pytest.approx(4.0)
 
 
 def test_answers_of_a_batch_leave_one_by_one_and_its_end_is_heard_after_the_last() -> None:
