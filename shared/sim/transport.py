@@ -38,18 +38,32 @@ LEVELS = tuple(np.round(np.concatenate([np.arange(0.0, 0.951, 0.05), [0.975, 0.9
 WAITING_S = 0.010
 
 
+#: a delay beyond its hop's median plus this many median absolute deviations (and at least `STALL_FLOOR_S`
+#: beyond the median) is a stall of the machine (a pause of the broker, the collector, a starved CPU), not
+#: the hop's latency. A stall holds up the messages of its moment together; drawn for every message
+#: independently it would slow every batch's path, so stalls are counted but not fitted.
+STALL_MADS = 30.0
+STALL_FLOOR_S = 0.005
+
+
 class HopLatency(BaseModel):
     """One hop's delay as quantiles (seconds at `LEVELS`); draws interpolate between them."""
 
     quantiles_s: list[float] = Field(min_length=len(LEVELS), max_length=len(LEVELS))
     samples: int = Field(ge=0)
+    #: samples left out as stalls
+    stalls: int = Field(default=0, ge=0)
 
     @classmethod
     def fit(cls, delays_s: Sequence[float]) -> "HopLatency":
         values = np.clip(np.asarray(delays_s, dtype=float), 0.0, None)
         if not len(values):
             return cls.zero()
-        return cls(quantiles_s=np.quantile(values, LEVELS).round(7).tolist(), samples=len(values))
+        median = np.median(values)
+        limit = median + max(STALL_MADS * np.median(np.abs(values - median)), STALL_FLOOR_S)
+        kept = values[values <= limit]
+        return cls(quantiles_s=np.quantile(kept, LEVELS).round(7).tolist(), samples=len(kept),
+                   stalls=len(values) - len(kept))
 
     @classmethod
     def zero(cls) -> "HopLatency":
@@ -73,7 +87,7 @@ class TransportModel(BaseModel):
 
     def summary_ms(self) -> dict[str, dict[str, float]]:
         return {hop: {"p50": round(getattr(self, hop).quantile_ms(0.5), 3),
-                      "p99": round(getattr(self, hop).quantile_ms(0.99), 3)}
+                      "p99": round(getattr(self, hop).quantile_ms(0.99), 3), "stalls": getattr(self, hop).stalls}
                 for hop in TransportModel.model_fields}
 
 
