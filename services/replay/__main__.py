@@ -18,6 +18,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from kafka.errors import KafkaError
 from tqdm import tqdm
 
 from services.replay.comparison import check_policies, judge, replay
@@ -92,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
             raise RangeError("no worker heartbeated in the range: give the fleet with --fleet DEVICE=COUNT")
     except (RangeError, ValueError) as exc:
         print(f"replay: {exc}", file=sys.stderr)
+        return 2
+    except KafkaError as exc:
+        print(f"replay: cannot read the range from the broker at {settings.kafka_bootstrap}: {exc}", file=sys.stderr)
         return 2
     live = judge(live_outcomes(queries, recording.results), [w.tenure() for w in recorded], catalogue,
                  start_s=start, end_s=end)
