@@ -29,6 +29,9 @@ from shared.sim.workers import SimWorker
 
 #: seconds per point of the over-time series
 BIN_S = 5.0
+#: a simulated run is one draw of its service times and Kafka hops, and on a short overloaded stretch
+#: draws differ by several points of SLO attainment: the prediction pools this many seeds
+SIM_DRAWS = 8
 
 
 class Served(NamedTuple):
@@ -37,6 +40,8 @@ class Served(NamedTuple):
     card: Scorecard
     series: dict[str, list[float]]
     outcomes: Outcomes
+    #: how many draws of the record ``outcomes`` pools
+    draws: int = 1
 
 
 def check_policies(names: Iterable[str]) -> list[str]:
@@ -74,12 +79,27 @@ def simulate_record(name: str, queries: Sequence[Query], workers: Sequence[SimWo
                     config=sim_config(settings), transport=transport, fleet_follows_plans=False, seed=seed)
 
 
+def simulate_draws(name: str, queries: Sequence[Query], workers: Sequence[SimWorker], settings: Settings,
+                   catalogue: Catalogue, *, start_s: float, transport: TransportModel | None,
+                   draws: int = SIM_DRAWS) -> list[SimResult]:
+    """The record simulated ``draws`` times, seeds 0 to ``draws - 1``."""
+    return [simulate_record(name, queries, workers, settings, catalogue, start_s=start_s, transport=transport,
+                            seed=seed) for seed in range(draws)]
+
+
 def judge(outcomes: Outcomes, tenures: Sequence[Tenure], catalogue: Catalogue, *, start_s: float,
-          end_s: float) -> Served:
+          end_s: float, draws: int = 1) -> Served:
+    """Score ``outcomes`` (``draws`` pooled draws of the record) and the fleet's cost over the window."""
     accuracy = accuracies(catalogue.profiles)
     prices = {d.name: d.price_per_hour for d in catalogue.profiles.devices}
-    card = score(outcomes, accuracy, fleet_cost(tenures, prices, start_s, end_s))
-    return Served(card, over_time(outcomes, accuracy, start_s=start_s, bin_s=BIN_S), outcomes)
+    card = score(outcomes, accuracy, fleet_cost(tenures, prices, start_s, end_s), draws=draws)
+    return Served(card, over_time(outcomes, accuracy, start_s=start_s, bin_s=BIN_S, draws=draws), outcomes, draws)
+
+
+def judge_draws(results: Sequence[SimResult], tenures: Sequence[Tenure], catalogue: Catalogue, *, start_s: float,
+                end_s: float) -> Served:
+    return judge(Outcomes.pooled([sim_outcomes(r, start_s) for r in results]), tenures, catalogue,
+                 start_s=start_s, end_s=end_s, draws=len(results))
 
 
 def replay(names: Sequence[str], queries: Sequence[Query], workers: Sequence[SimWorker], settings: Settings,
@@ -89,7 +109,7 @@ def replay(names: Sequence[str], queries: Sequence[Query], workers: Sequence[Sim
     served = {}
     tenures = [Tenure(w.device, start_s, None) for w in workers]
     for name in names:
-        result = simulate_record(name, queries, workers, settings, catalogue, start_s=start_s, transport=transport)
-        served[name] = judge(sim_outcomes(result, start_s), tenures, catalogue, start_s=start_s, end_s=end_s)
+        results = simulate_draws(name, queries, workers, settings, catalogue, start_s=start_s, transport=transport)
+        served[name] = judge_draws(results, tenures, catalogue, start_s=start_s, end_s=end_s)
         done(name)
     return served

@@ -31,6 +31,12 @@ class Outcomes(NamedTuple):
     def only(self, mask: np.ndarray) -> "Outcomes":
         return Outcomes(*(column[mask] for column in self))
 
+    @classmethod
+    def pooled(cls, draws: Sequence["Outcomes"]) -> "Outcomes":
+        """Several draws of the same queries (a simulator's runs with different seeds) as one; score them
+        with ``draws=len(draws)``."""
+        return cls(*(np.concatenate(columns) for columns in zip(*draws)))
+
 
 class Tenure(NamedTuple):
     """A worker's time in the fleet, in seconds on the outcomes' clock (``end_s`` None: to the end)."""
@@ -65,23 +71,25 @@ def fleet_cost(tenures: Sequence[Tenure], prices: Mapping[str, float], start_s: 
     return round(dollars, 6)
 
 
-def score(outcomes: Outcomes, accuracy: Mapping[str, float], cost_dollars: float) -> Scorecard:
+def score(outcomes: Outcomes, accuracy: Mapping[str, float], cost_dollars: float, *, draws: int = 1) -> Scorecard:
+    """``outcomes`` may pool ``draws`` draws of the same queries (`Outcomes.pooled`): the rates and
+    quantiles are over all of them, the counts per draw."""
     latency_ms = (outcomes.answered_s - outcomes.sent_s) * 1000.0
     ok = ~np.isnan(latency_ms)
     within = ok & (np.nan_to_num(latency_ms, nan=np.inf) <= outcomes.slo_ms)
     served = [accuracy[v] for v in outcomes.variant[ok] if v in accuracy]
-    queries = len(outcomes.sent_s)
+    queries = len(outcomes.sent_s) // draws
 
     def quantile(q: float) -> float | None:
         return round(float(np.quantile(latency_ms[ok], q)), 3) if ok.any() else None
 
-    return Scorecard(queries=queries, slo_attainment=round(float(within.sum()) / queries, 5) if queries else 0.0,
+    return Scorecard(queries=queries, slo_attainment=round(float(within.mean()), 5) if queries else 0.0,
                      effective_accuracy=round(float(np.mean(served)), 4) if served else None,
-                     p50_ms=quantile(0.5), p99_ms=quantile(0.99), dropped=int(queries - ok.sum()),
+                     p50_ms=quantile(0.5), p99_ms=quantile(0.99), dropped=round((len(ok) - int(ok.sum())) / draws),
                      cost_dollars=cost_dollars)
 
 
-def over_time(outcomes: Outcomes, accuracy: Mapping[str, float], *, start_s: float, bin_s: float
+def over_time(outcomes: Outcomes, accuracy: Mapping[str, float], *, start_s: float, bin_s: float, draws: int = 1
               ) -> dict[str, list[float]]:
     """Per ``bin_s`` of send time: queries sent, SLO attainment and effective accuracy (NaN if none)."""
     if not len(outcomes.sent_s):
@@ -89,7 +97,7 @@ def over_time(outcomes: Outcomes, accuracy: Mapping[str, float], *, start_s: flo
     bins = np.floor((outcomes.sent_s - start_s) / bin_s).astype(int)
     series: dict[str, list[float]] = {"t_s": [], "sent": [], "slo_attainment": [], "effective_accuracy": []}
     for b in range(int(bins.max()) + 1):
-        card = score(outcomes.only(bins == b), accuracy, 0.0)
+        card = score(outcomes.only(bins == b), accuracy, 0.0, draws=draws)
         series["t_s"].append(round(b * bin_s, 3))
         series["sent"].append(card.queries)
         series["slo_attainment"].append(card.slo_attainment if card.queries else math.nan)

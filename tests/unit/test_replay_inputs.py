@@ -80,6 +80,16 @@ def test_the_scorecard_counts_late_and_unanswered_queries_against_the_slo() -> N
     assert card.dropped == 1 and card.p50_ms == pytest.approx(90.0) and card.cost_dollars == 1.5
 
 
+def test_pooled_draws_score_rates_over_all_draws_and_counts_per_draw() -> None:
+    first = outcomes([0.0, 0.0], [0.05, np.nan], ["m-l", ""])
+    second = outcomes([0.0, 0.0], [0.05, 0.09], ["m-l", "m-s"])
+    card = score(Outcomes.pooled([first, second]), {"m-l": 90.0, "m-s": 70.0}, 1.5, draws=2)
+    assert card.queries == 2 and card.dropped == 0  # one drop in two draws rounds to none per draw
+    assert card.slo_attainment == 0.75 and card.effective_accuracy == pytest.approx((90 + 90 + 70) / 3)
+    series = over_time(Outcomes.pooled([first, second]), {"m-l": 90.0}, start_s=0.0, bin_s=5.0, draws=2)
+    assert series["sent"] == [2] and series["slo_attainment"] == [0.75]
+
+
 def test_fleet_cost_charges_each_worker_its_time_in_the_window() -> None:
     tenures = [Tenure("cpu", 0.0, None), Tenure("gpu", 1800.0, 5400.0), Tenure("gpu", -100.0, 10.0)]
     # cpu: the whole hour at $0.36; gpu: the half hour inside the window at $3.6; the last: 10 s
