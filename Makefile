@@ -4,7 +4,7 @@ VAR := var
 STAMP := $(VAR)/.installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install models models-efficientnet stack-up stack-down demo test test-unit test-integration schemas \
+.PHONY: install models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
         bench-autoscale bench-faults bench-sim-core bench-fidelity clean
 
@@ -41,6 +41,14 @@ stack-down:
 
 demo: $(VAR)/models/.built
 	$(PYTHON) -m services.demo
+
+# The quick first smoke test: digits on two CPU workers, first come first served.
+demo-fcfs: $(VAR)/models/.built
+	$(PYTHON) -m services.demo.fcfs
+
+# The demo, then each overview dashboard panel as Prometheus draws it (headless Chromium), in var/dashboards/.
+dashboards-shot: $(VAR)/models/.built
+	$(PYTHON) -m services.demo --screenshots
 
 test: $(VAR)/models/.built
 	$(PYTHON) -m pytest -q

@@ -31,20 +31,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from bench.common import RESULTS_DIR, write_result
-from schemas import Query
+from services.demo.workload import (APPLICATIONS, FLEET, SLO_MS, Sender, schedule, settings_env,
+                                     start_services, top_capacity_qps)
 from services.launcher import LocalLauncher, wait_until
 from services.replay.comparison import SIM_DRAWS, Served, judge, judge_draws, simulate_draws
 from services.replay.figure import plot_over_time
@@ -53,29 +52,18 @@ from services.stack import LocalStack
 from shared.adapters.client import MeridianClient
 from shared.adapters.recording import record
 from shared.catalogue import Catalogue
-from shared.proteus.workload import piecewise_poisson, rate_curve
 from shared.settings import REPO_ROOT, Settings
-from shared.sim.arrivals import load_trace_timestamps
 from shared.sim.replay import fleet_from_events, live_outcomes
 from shared.sim.scorecard import accuracies, score
 from shared.sim.transport import HopRecord, TransportModel, fit_transport, hop_records
-from shared.tensors import encode
 
 POLICIES = ("fcfs", "kairos", "infaas", "proteus", "ramsis")
-APPLICATIONS = {"vision": ["efficientnet-lite"], "digits": ["digits"]}
-SLO_MS = {"vision": 300.0, "digits": 100.0}
-TRACE_OF = {"vision": "conv", "digits": "code"}
 #: seconds of trace per second of the run, as ``bench-proteus`` speeds the trace up
 BIN_S = 20.0
 #: the stretch of the run (seconds from the trace's start) whose peak is scaled to `PEAK_OVER_CAPACITY`
 STRETCH_S = 120
 PEAK_OVER_CAPACITY = 1.2
 QUICK_PEAK_OVER_CAPACITY = 0.9
-DIGITS_PEAK_QPS = 60.0
-#: emulated vision workers (id, device); one real digits worker runs beside them
-EMULATED = (("fid-cpu1t", "cpu-1t"), ("fid-cpu2t", "cpu-2t"), ("fid-g4dn", "g4dn-emu"))
-DIGITS_WORKER = "fid-digits"
-PLANNER_FLEET = {"cpu-1t": 2, "cpu-2t": 1, "g4dn-emu": 1}
 RAMSIS_SET, RAMSIS_DEVICE = "fidelity-vision", "g4dn-emu"
 TARGET = {"slo_attainment_points": 2.0, "effective_accuracy_points": 0.5}
 PORTS = {"kafka": 39092, "redis": 36379, "metrics": 39301}
@@ -83,18 +71,17 @@ PORTS = {"kafka": 39092, "redis": 36379, "metrics": 39301}
 
 def policy_settings(policy: str) -> dict[str, object]:
     """The settings every process of a run starts with (the simulator reads the same values)."""
-    fields: dict[str, object] = {"applications": APPLICATIONS, "scheduler_policy": policy,
-                                 "load_stats_interval_s": 1.0}
+    fields: dict[str, object] = {"applications": APPLICATIONS, "application_slo_ms": SLO_MS,
+                                 "scheduler_policy": policy, "load_stats_interval_s": 1.0}
     if policy == "proteus":
-        fields |= {"planner": "proteus", "planner_fleet": PLANNER_FLEET, "replan_period_s": 10.0}
+        fields |= {"planner": "proteus", "planner_fleet": FLEET, "replan_period_s": 10.0}
     if policy == "ramsis":  # RAMSIS models one worker type: vision on the GPU, digits first come first served
         fields |= {"application_policies": {"digits": "fcfs"}, "ramsis_policy_set": RAMSIS_SET}
     return fields
 
 
 def service_env(policy: str) -> dict[str, str]:
-    return {f"MERIDIAN_{name.upper()}": value if isinstance(value, str) else json.dumps(value)
-            for name, value in policy_settings(policy).items()}
+    return settings_env(policy_settings(policy))
 
 
 def run_settings(stack: LocalStack, policy: str) -> Settings:
@@ -111,32 +98,6 @@ def generate_ramsis_set(settings: Settings, peak_qps: float) -> None:
                    check=True, capture_output=True, cwd=REPO_ROOT, timeout=600)
 
 
-# -- the workload --------------------------------------------------------------------------------
-def top_capacity_qps(catalogue: Catalogue) -> float:
-    """Vision queries per second the emulated workers serve with EfficientNet-Lite2 alone: each at its best
-    batch whose compute takes at most half the SLO."""
-    total = 0.0
-    for _, device in EMULATED:
-        profile = catalogue.profile("efficientnet-lite2", device)
-        total += max(b / latency * 1000.0 for b, latency in profile.batch_latency_ms.items()
-                     if latency <= SLO_MS["vision"] / 2)
-    return total
-
-
-def schedule(settings: Settings, catalogue: Catalogue, duration_s: float, *, skip_s: float = 0.0,
-             peak_over_capacity: float = PEAK_OVER_CAPACITY, seed: int = 3) -> list[tuple[float, str]]:
-    """(offset s, application) of every query, in send order: ``duration_s`` of the trace from ``skip_s``,
-    at the rates that put the peak of its first `STRETCH_S` at the target."""
-    peaks = {"vision": peak_over_capacity * top_capacity_qps(catalogue), "digits": DIGITS_PEAK_QPS}
-    rng = np.random.default_rng(seed)
-    sends = []
-    for app, trace in TRACE_OF.items():
-        curve = rate_curve(load_trace_timestamps(settings.azure_trace(trace)), bin_s=BIN_S, peak_qps=1.0)
-        stretch = curve[int(skip_s):int(skip_s) + int(duration_s)]
-        sends += [(float(t), app) for t in piecewise_poisson(stretch * (peaks[app] / curve[:STRETCH_S].max()), rng)]
-    return sorted(sends)
-
-
 # -- one live run --------------------------------------------------------------------------------
 @dataclasses.dataclass
 class LiveRun:
@@ -147,62 +108,14 @@ class LiveRun:
     answers: dict[str, tuple[object, float]]
 
 
-def start_services(launcher: LocalLauncher, policy: str, digits_variants: list[str]) -> None:
-    port = PORTS["metrics"]
-    env = service_env(policy)
-    scheduler = launcher.start_scheduler(metrics_port=port, policy=policy, extra_env=env)
-    for index, (worker_id, device) in enumerate(EMULATED):
-        launcher.start_worker(worker_id, variants=[f"efficientnet-lite{k}" for k in range(3)],
-                              metrics_port=port + 1 + index, emulate=device, extra_env=env)
-    launcher.start_worker(DIGITS_WORKER, variants=digits_variants, metrics_port=port + 5, extra_env=env)
-    if policy == "proteus":
-        launcher.start_planner(metrics_port=port + 6, extra_env=env)
-    launcher.wait_for_workers(scheduler, len(EMULATED) + 1, timeout_s=120)
-
-
-class Sender:
-    """Sends the schedule from one thread; digits queries carry real rows."""
-
-    def __init__(self, client: MeridianClient, rows: np.ndarray) -> None:
-        self.client = client
-        self.payloads = [encode(rows[i:i + 1]) for i in range(min(len(rows), 256))]
-        self.sent: list[str] = []
-
-    def query(self, app: str, k: int) -> Query:
-        inputs = self.payloads[k % len(self.payloads)] if app == "digits" else None
-        return Query(query_id=f"fid-{uuid.uuid4().hex[:12]}", application=app, model=APPLICATIONS[app][0],
-                     slo_ms=SLO_MS[app], batch_size=1, inputs=inputs, sent_at=time.time())
-
-    def send(self, plan: Sequence[tuple[float, str]]) -> None:
-        start = time.time()
-        for k, (offset, app) in enumerate(plan):
-            delay = start + offset - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            self.sent.append(self.client.send(self.query(app, k)).query_id)
-        self.client.flush()
-
-    def warm_up(self) -> None:
-        """Until every consumer group has joined, the first answers take seconds: not what is measured."""
-        for _ in range(10):
-            ids = []
-            for k in range(40):
-                ids.append(self.client.send(self.query("vision" if k % 2 else "digits", k)).query_id)
-                time.sleep(0.02)
-            self.client.flush()
-            self.client.wait_for(ids, timeout_s=30)
-            if all(self.client.results[q][1] - self.client.results[q][0].timestamps.client_sent < 0.25
-                   for q in ids if q in self.client.results):
-                return
-
-
 def live_run(stack: LocalStack, policy: str, plan: Sequence[tuple[float, str]], logs: Path,
              digits_variants: list[str], rows: np.ndarray) -> LiveRun:
     settings = run_settings(stack, policy)
     with LocalLauncher({**stack.env, **service_env(policy)}, logs) as launcher:
-        start_services(launcher, policy, digits_variants)
+        start_services(launcher, service_env(policy), metrics_port=PORTS["metrics"], digits_variants=digits_variants,
+                       planner=policy == "proteus")
         with MeridianClient(settings, applications=list(APPLICATIONS)) as client:
-            sender = Sender(client, rows)
+            sender = Sender(client, rows, prefix="fid")
             sender.warm_up()
             start = time.time()
             thread = threading.Thread(target=sender.send, args=(plan,), daemon=True)
@@ -210,9 +123,10 @@ def live_run(stack: LocalStack, policy: str, plan: Sequence[tuple[float, str]], 
             wait_until(lambda: not thread.is_alive(), plan[-1][0] + 60, f"{policy}: sending the trace",
                        list(launcher.processes.values()))
             end = time.time()
-            client.wait_for(sender.sent, timeout_s=60)
-            answers = {q: client.results[q] for q in sender.sent if q in client.results}
-    return LiveRun(policy, start, end, sender.sent, answers)
+            sent = [q.query_id for q in sender.sent]
+            client.wait_for(sent, timeout_s=60)
+            answers = {q: client.results[q] for q in sent if q in client.results}
+    return LiveRun(policy, start, end, sent, answers)
 
 
 # -- live against simulated ------------------------------------------------------------------------
@@ -332,7 +246,8 @@ def run_bench(stack: LocalStack, policies: Sequence[str], duration_s: float, cal
     digits_variants = sorted(catalogue.variants_of("digits"),
                              key=lambda v: catalogue.profiles_of(v)[0].latency_ms(1))
     rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
-    stretch = schedule(settings, catalogue, calibration_s, skip_s=duration_s, peak_over_capacity=peak_over_capacity)
+    scale = {"bin_s": BIN_S, "peak_over_capacity": peak_over_capacity, "scaled_on_s": STRETCH_S}
+    stretch = schedule(settings, catalogue, calibration_s, skip_s=duration_s, **scale)
     calibration = live_run(stack, "fcfs", stretch + [(calibration_s + t, app) for t, app in stretch],
                            logs / "calibration", digits_variants, rows)
     records = [r for r in hop_records(calibration.answers) if r.client_sent >= calibration.start_s + calibration_s]
@@ -340,7 +255,7 @@ def run_bench(stack: LocalStack, policies: Sequence[str], duration_s: float, cal
     overhead_p99 = pipeline_overhead_ms(records, 0.99)
     print(f"calibration: {len(records)} answers; hops {transport.summary_ms()}; pipeline overhead p99 "
           f"{overhead_p99} ms", flush=True)
-    plan = schedule(settings, catalogue, duration_s, peak_over_capacity=peak_over_capacity)
+    plan = schedule(settings, catalogue, duration_s, **scale)
     peak_qps = round(peak_over_capacity * top_capacity_qps(catalogue), 1)
     if "ramsis" in policies:
         generate_ramsis_set(settings, peak_qps)

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     variants = [p.variant for p in sorted(profiles.variants, key=lambda p: p.latency_ms(1))]
     rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
     with tempfile.TemporaryDirectory(prefix="meridian-bench-") as tmp:
-        with LocalStack(var_dir=Path(tmp), kafka_port=29092, redis_port=26379) as stack:
+        with LocalStack(var_dir=Path(tmp), kafka_port=29092, redis_port=26379, prometheus_port=29090) as stack:
             with LocalLauncher(stack.env, Path(tmp) / "logs") as launcher:
                 latency, transport = added_latency(stack, launcher, variants, rows, args.duration, (200.0, 1000.0))
                 best, steps = scheduler_ceiling(stack, launcher, variants[0],

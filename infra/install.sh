@@ -14,6 +14,7 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
+command -v chromium-headless-shell >/dev/null || missing+=(chromium-headless-shell)  # make dashboards-shot
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   apt-get update -qq

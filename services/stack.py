@@ -10,6 +10,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from shared.settings import REPO_ROOT, Settings
 
@@ -30,6 +31,12 @@ class LocalStack:
     #: more ``MERIDIAN_*`` settings for the stack's scripts and processes (SASL, Redis AUTH ...)
     extra_env: dict[str, str] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "LocalStack":
+        """The stack the settings point at (a user's ``var/`` and ports)."""
+        return cls(var_dir=settings.var_dir, kafka_port=int(settings.kafka_bootstrap.rsplit(":", 1)[1]),
+                   redis_port=urlsplit(settings.redis_url).port or 6379, prometheus_port=settings.prometheus_port)
 
     @property
     def env(self) -> dict[str, str]:
@@ -53,10 +60,24 @@ class LocalStack:
     def start(self) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)
         for name in self.components:
-            if self._script(name, "status", check=False).returncode == 0:
+            if self.running(name):
                 continue  # someone else's running instance: use it, never stop it
             self._script(name, "start")
             self.started.append(name)
+
+    def running(self, name: str) -> bool:
+        return self._script(name, "status", check=False).returncode == 0
+
+    def shut_down(self) -> None:
+        """Stop every component, whoever started it (``meridian stack down``)."""
+        for name in reversed(self.components):
+            self._script(name, "stop", check=False)
+        self.started.clear()
+
+    def state_dirs(self) -> list[Path]:
+        """Where the components keep their data (topics, Redis, Prometheus' series) under ``var_dir``."""
+        ports = {"kafka": self.kafka_port, "redis": self.redis_port, "prometheus": self.prometheus_port}
+        return [self.var_dir / f"{name}-{ports[name]}" for name in self.components]
 
     def stop(self) -> None:
         """Stop only what this object started."""

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     #: application -> the dispatch policy serving it, JSON (the others get ``scheduler_policy``); a
     #: ``SwitchPolicy`` on ``meridian.control`` changes one while serving
     application_policies: dict[str, str] = Field(default_factory=dict)
+    #: application -> the latency SLO (ms) its queries carry: the fleet planner plans capacity for it
+    #: (default: its family's profiled default SLO, which need not be what clients ask)
+    application_slo_ms: dict[str, float] = Field(default_factory=dict)
     #: the RAMSIS policy set (its name in Redis) the ``ramsis`` dispatch policy serves with
     ramsis_policy_set: str = "digits"
     #: application -> the model families it may query
@@ -82,6 +85,9 @@ class Settings(BaseSettings):
     planner_fleet: dict[str, int] = Field(default_factory=dict)
     #: a fleet-wide planner re-plans at least this often (and earlier on a burst)
     replan_period_s: float = Field(default=30.0, gt=0.0)
+    #: the Proteus planner plans for this many times the measured demand (the artifact's beta: 1.05);
+    #: more keeps capacity for what profiles leave out (per-batch transport, service-time tails)
+    proteus_headroom: float = Field(default=1.05, ge=1.0)
     #: queries an application must have sent before its first plan
     planner_min_queries: int = Field(default=1000, ge=1)
     #: the autoscaler service's policy (live: ``infaas``; the baselines ``sm_plus`` and ``clipper_plus``
@@ -119,6 +125,8 @@ class Settings(BaseSettings):
     registry_metrics_port: int = 9112
     lag_exporter_metrics_port: int = 9113
     autoscaler_metrics_port: int = 9114
+    #: the local stack's Prometheus (``make stack-up``, ``meridian stack up``, ``meridian status``)
+    prometheus_port: int = 9090
     #: workers the autoscaler starts get metrics ports from here upwards
     autoscaler_worker_port_base: int = 9300
     bind_host: str = "127.0.0.1"

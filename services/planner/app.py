@@ -151,12 +151,25 @@ def make_application_planning(settings: Settings, catalogue: Catalogue) -> dict[
     return planning
 
 
+def planned_applications(settings: Settings) -> dict[str, str]:
+    """Application -> the model family the fleet planner plans it with: the applications its own dispatch
+    policy serves (``MERIDIAN_APPLICATION_POLICIES`` may give one another policy and workers of its own,
+    outside ``MERIDIAN_PLANNER_FLEET``), or every application when none is."""
+    families = {app: families[0] for app, families in settings.applications.items()}
+    served = {app: family for app, family in families.items()
+              if settings.application_policies.get(app, settings.scheduler_policy) == settings.planner}
+    return served or families
+
+
 def make_fleet_planning(settings: Settings, catalogue: Catalogue) -> PlanningController:
-    """The fleet-wide planner over every configured application (its first model family)."""
+    """The fleet-wide planner over `planned_applications` (each with its first model family)."""
+    applications = planned_applications(settings)
     planner = make_planner(settings.planner, catalogue.profiles, fleet=settings.planner_fleet or None,
-                           applications={app: families[0] for app, families in settings.applications.items()})
+                           applications=applications,
+                           slo_ms={app: slo for app, slo in settings.application_slo_ms.items() if app in applications},
+                           headroom=settings.proteus_headroom)
     return PlanningController(planner, ReplanMonitor(period_s=settings.replan_period_s),
-                              interval_s=settings.load_stats_interval_s)
+                              interval_s=settings.load_stats_interval_s, applications=frozenset(applications))
 
 
 def bootstrap(settings: Settings) -> PlannerContext:

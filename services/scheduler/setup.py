@@ -28,9 +28,20 @@ def broker_credentials(security: KafkaSecurity) -> faust.types.auth.CredentialsT
     return faust.SSLCredentials(context) if context is not None else None
 
 
+class LogFriendlyWorker(faust.Worker):
+    """faust's worker without its progress spinner where no terminal shows it (a log file, a process
+    manager): the spinner's cursor escape codes would be all over the log."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.spinner.file.isatty():
+            self.spinner = None
+
+
 def app_options(settings: Settings) -> dict[str, Any]:
     """Commit often, wait for every replica, never buffer a send: a query's path is latency-bound."""
     return dict(
+        Worker=LogFriendlyWorker,
         broker=f"kafka://{settings.kafka_bootstrap}",
         broker_credentials=broker_credentials(settings.kafka_security),
         value_serializer="raw", key_serializer="raw",

@@ -46,6 +46,7 @@ class RdProducer:
         self._producer = Producer({**client_config(settings), "acks": "all", "enable.idempotence": True,
                                    "linger.ms": 0, "message.max.bytes": MAX_MESSAGE_BYTES,
                                    "partitioner": "murmur2_random"})
+        self._closed = False
 
     def send(self, topic: str, *, value: bytes, key: bytes | None = None) -> None:
         while True:
@@ -60,7 +61,12 @@ class RdProducer:
         self._producer.flush(-1 if timeout is None else timeout)
 
     def close(self, timeout: float | None = None) -> None:
-        self.flush(timeout)
+        """Flush, then stop librdkafka's threads now (not when the object is collected, by which time the
+        broker may be gone and they would log reconnect failures)."""
+        if not self._closed:
+            self.flush(timeout)
+            self._producer.close()
+            self._closed = True
 
 
 def make_rd_consumer(settings: Settings, *, group_id: str | None) -> Consumer:

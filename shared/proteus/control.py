@@ -18,16 +18,21 @@ class PlanningController(FleetController):
 
     ``initial_rates`` stands for the demand the previous plan was made for: the first call plans for
     it instead of waiting for measurements. ``log`` keeps ``(time, reason, plan)`` of every solve.
+    ``applications``: the ones it plans (None: all); another application's arrivals are not its demand
+    and never trigger a re-plan.
     """
 
     planner: Planner
     monitor: ReplanMonitor = field(default_factory=ReplanMonitor)
     interval_s: float = 1.0
     initial_rates: Mapping[str, float] | None = None
+    applications: frozenset[str] | None = None
     log: list[tuple[float, str, FleetPlan]] = field(default_factory=list)
 
     def control(self, now_s: float, arrivals: Mapping[str, int]) -> FleetPlan | None:
         first = not self.log
+        if self.applications is not None:
+            arrivals = {app: n for app, n in arrivals.items() if app in self.applications}
         if arrivals or self.monitor.rates():
             self.monitor.record(now_s, arrivals, interval_s=self.interval_s)
         reason = self.monitor.due(now_s)

@@ -197,28 +197,30 @@ class ProteusDispatch(DispatchPolicy):
         if key not in self._routers:
             self._routers[key] = self._make_router(*key)
         router = self._routers[key]
-        if router is None:
-            return None
-        worker_id = router.pick()
-        return worker_id, self._hosted(self._workers[worker_id], query.candidate_variants)
+        return None if router is None else router.pick()
 
     def _make_router(self, application: str, candidates: tuple[str, ...], slo_ms: float) -> SmoothWeightedRouter | None:
+        """Weights per (worker, variant): each planned variant's share split over the workers hosting it by
+        capacity. A worker may host several variants (plans route, the fleet stays): it then serves each
+        planned one its share, not always its most accurate."""
         hosting = [w for w in self._workers.values() if self._hosted(w, candidates) is not None]
         shares = (self._plan.routing.get(application, {}) if self._plan is not None else {})
-        weights: dict[str, float] = {}
+        weights: dict[tuple[str, str], float] = {}
         if self._routing == "uniform":
-            weights = {w.worker_id: 1.0 for w in hosting}
+            weights = {(w.worker_id, self._hosted(w, candidates)): 1.0 for w in hosting}
         else:
             for variant, share in shares.items():
                 if variant not in candidates or share <= 0:
                     continue
-                caps = {w.worker_id: self._cap(w, variant, slo_ms) for w in hosting if variant in w.variants}
+                caps = {w.worker_id: self._cap(w, variant, slo_ms) for w in hosting
+                        if variant in w.variants and (variant, w.device) in self._profiled}
                 total = sum(caps.values())
                 for worker_id, cap in caps.items():
                     if total > 0:
-                        weights[worker_id] = weights.get(worker_id, 0.0) + share * cap / total
+                        weights[worker_id, variant] = weights.get((worker_id, variant), 0.0) + share * cap / total
             if not any(w > 0 for w in weights.values()):  # no plan yet, or nothing planned is up
-                weights = {w.worker_id: max(self._cap(w, self._hosted(w, candidates), slo_ms), 1e-6) for w in hosting}
+                weights = {(w.worker_id, v): max(self._cap(w, v, slo_ms), 1e-6) for w in hosting
+                           if (v := self._hosted(w, candidates)) is not None}
         return SmoothWeightedRouter(weights) if any(w > 0 for w in weights.values()) else None
 
     def _least_loaded(self, query: PendingQuery) -> tuple[str, str] | None:

@@ -17,12 +17,15 @@ from shared.settings import REPO_ROOT, Settings
 
 KAFKA_PORT = int(os.environ.get("MERIDIAN_TEST_KAFKA_PORT", "19092"))
 REDIS_PORT = int(os.environ.get("MERIDIAN_TEST_REDIS_PORT", "16379"))
+#: never Prometheus' default 9090, which a running ``make demo`` or stack holds
+PROMETHEUS_PORT = int(os.environ.get("MERIDIAN_TEST_PROMETHEUS_PORT", "19090"))
 DIGITS_PROFILE = REPO_ROOT / "profiles" / "digits.json"
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    local = LocalStack(var_dir=tmp_path_factory.mktemp("var"), kafka_port=KAFKA_PORT, redis_port=REDIS_PORT)
+    local = LocalStack(var_dir=tmp_path_factory.mktemp("var"), kafka_port=KAFKA_PORT, redis_port=REDIS_PORT,
+                       prometheus_port=PROMETHEUS_PORT)
     local.start()
     try:
         yield local

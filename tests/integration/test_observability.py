@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,30 +87,9 @@ def eventually(check: Callable[[], list], timeout_s: float) -> list:
     return wrong
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def prometheus(stack: LocalStack) -> Iterator[Prometheus]:
-    """The stack's Prometheus when it watches this stack's targets, else one of our own that does.
-
-    A Prometheus already running on the stack's port (another checkout's ``make demo``) is reused by
-    `LocalStack` but scrapes other processes; then this module starts one on a free port, same state dir.
-    """
-    targets = str(Path(stack.var_dir) / "prometheus" / "targets")
-    shared = Prometheus(f"http://127.0.0.1:{stack.prometheus_port}")
-    if targets in shared.get("/api/v1/status/config")["yaml"]:
-        yield shared
-        return
-    own = LocalStack(var_dir=stack.var_dir, prometheus_port=free_port(), components=("prometheus",))
-    own.start()
-    try:
-        yield Prometheus(f"http://127.0.0.1:{own.prometheus_port}")
-    finally:
-        own.stop()
+def prometheus(stack: LocalStack) -> Prometheus:
+    return Prometheus(f"http://127.0.0.1:{stack.prometheus_port}")
 
 
 def send_digits(settings, count: int, rate: float) -> None:

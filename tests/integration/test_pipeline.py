@@ -54,3 +54,9 @@ def test_named_variant_is_served_by_that_variant(pipeline, settings, digits_vari
         result = client.results[query.query_id][0]
     assert result.status is ResultStatus.OK
     assert result.variant == variant
+
+
+def test_service_logs_are_plain_lines_off_a_terminal(pipeline) -> None:
+    logs = {name: (pipeline.log_dir / f"{name}.log").read_text(errors="replace") for name in pipeline.processes}
+    assert "scheduler" in logs and any(text.strip() for text in logs.values())
+    assert {name for name, text in logs.items() if "\x1b" in text} == set(), "terminal escape codes in a log"

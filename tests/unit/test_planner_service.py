@@ -67,3 +67,30 @@ def test_the_fleet_planner_records_one_sample_per_statistics_window() -> None:
     assert ctx.fleet.monitor.rates() == {"vision": 40.0}, "two complete windows of 40 q/s, none empty"
     (_, reason, plan), = ctx.fleet.log
     assert reason == "initial" and plan.success and len(ctx.producer.sent) == 1
+
+
+def test_the_fleet_planner_plans_the_applications_its_policy_serves() -> None:
+    from services.planner.app import planned_applications
+
+    apps = {"vision": ["efficientnet-lite"], "digits": ["digits"]}
+    both = Settings(planner="proteus", scheduler_policy="proteus", applications=apps)
+    assert planned_applications(both) == {"vision": "efficientnet-lite", "digits": "digits"}
+    own = both.model_copy(update={"application_policies": {"digits": "fcfs"}})
+    assert planned_applications(own) == {"vision": "efficientnet-lite"}, "digits has its own policy and workers"
+    unserved = both.model_copy(update={"scheduler_policy": "fcfs"})
+    assert planned_applications(unserved) == {"vision": "efficientnet-lite", "digits": "digits"}
+
+
+def test_arrivals_of_an_application_the_fleet_planner_does_not_plan_never_trigger_a_plan() -> None:
+    from services.planner.app import make_fleet_planning
+    from shared.catalogue import Catalogue
+
+    settings = Settings(planner="proteus", scheduler_policy="proteus", application_policies={"digits": "fcfs"},
+                        applications={"vision": ["efficientnet-lite"], "digits": ["digits"]},
+                        application_slo_ms={"vision": 300.0}, load_stats_interval_s=1.0)
+    controller = make_fleet_planning(settings, Catalogue.from_settings(settings))
+    for tick in range(5):
+        controller.control(100.0 + tick, {"vision": 40, "digits": 30 if tick % 2 else 0})
+    assert [reason for _, reason, _ in controller.log] == ["initial"], "digits' bursts are not vision's demand"
+    assert set(controller.log[0][2].routing) == {"vision"}
+    assert controller.planner.applications["vision"].slo_ms == 300.0, "planned for the SLO its queries carry"

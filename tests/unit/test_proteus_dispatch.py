@@ -84,6 +84,23 @@ def test_dispatch_splits_by_plan_shares_and_capacity(profiles: ProfileSet) -> No
     assert counts["g1"] / counts["c1"] == pytest.approx((8 / 22.5) / (2 / 30), rel=0.02)
 
 
+def test_a_worker_hosting_several_variants_serves_each_its_planned_share(profiles: ProfileSet) -> None:
+    """Plans route over a fleet that stays (every worker hosts both): the planned split still holds."""
+    workers = [view("c1", "cpu", "a-big", "a-small"), view("c2", "cpu", "a-big", "a-small")]
+    dispatch = ProteusDispatch(profiles, batching="nexus")
+    dispatch.on_plan(plan({"a": {"a-big": 0.6, "a-small": 0.4}}))
+    queue = added(dispatch, [query(i) for i in range(100)])
+    served: Counter = Counter()
+    busy = [view(w.worker_id, w.device, *w.variants, inflight=1) for w in workers]
+    for step in range(100):  # each worker takes a batch, runs it, and is free again
+        decision = dispatch.decide(step * 0.001, queue, workers)
+        served.update(a.variant for a in decision.assignments for _ in a.query_ids)
+        sent = {q for a in decision.assignments for q in a.query_ids}
+        queue = [q for q in queue if q.query_id not in sent]
+        dispatch.decide(step * 0.001, queue, busy)
+    assert not queue and served == Counter({"a-big": 60, "a-small": 40})
+
+
 def test_dispatch_never_sends_to_a_worker_without_the_variant(profiles: ProfileSet) -> None:
     workers = [view("c1", "cpu", "b-only"), view("g1", "gpu", "a-small")]
     dispatch = ProteusDispatch(profiles, batching="nexus")

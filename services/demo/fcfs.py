@@ -1,5 +1,6 @@
-"""``make demo``: start the local stack, a scheduler and two real onnxruntime workers, serve ~30 s of
-Poisson queries of handwritten digits, print the load generator's summary, and stop what it started.
+"""``make demo-fcfs`` / ``meridian demo --fcfs``: the quick first smoke test. Start the local stack, a
+scheduler and two real onnxruntime workers, serve ~30 s of Poisson queries of handwritten digits, print
+the load generator's summary, and stop what it started.
 """
 from __future__ import annotations
 
@@ -18,14 +19,14 @@ from shared.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m services.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="meridian demo --fcfs", description=__doc__)
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=200.0)
     args = parser.parse_args(argv)
     settings = Settings()
     profiles = ProfileSet.load(settings.profiles_dir / "digits.json")
     variants = [p.variant for p in sorted(profiles.variants, key=lambda p: p.latency_ms(1))]
-    with LocalStack(var_dir=settings.var_dir) as stack:
+    with LocalStack.from_settings(settings) as stack:
         print(f"stack up: Kafka 127.0.0.1:{stack.kafka_port}, Redis 127.0.0.1:{stack.redis_port}", flush=True)
         with LocalLauncher(stack.env, settings.var_dir / "logs") as launcher:
             scheduler = launcher.start_scheduler(metrics_port=settings.scheduler_metrics_port)

@@ -1,0 +1,1 @@
+"""``meridian``: the command line a user drives Meridian with (`services.cli.main`)."""

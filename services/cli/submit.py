@@ -1,0 +1,109 @@
+"""``meridian submit``: send queries from a file and print (or write) their results as JSON lines.
+
+Inputs: an ``.npz`` (array ``x``, or its only array; each row along the first axis is one query) or JSON
+lines (each a list of one query's rows, or an object with ``inputs`` and any `Query` field).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+from tqdm import tqdm
+
+from schemas import Query
+from services.cli.common import CommandError, summary
+from shared.adapters.client import MeridianClient
+from shared.adapters.dead_letter import describe_validation_error
+from shared.settings import Settings
+from shared.tensors import encode
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("submit", help="send queries from an .npz or JSON-lines file, print the results",
+                                 description=summary(__doc__))
+    parser.add_argument("inputs", type=Path, help=".npz or .jsonl file")
+    parser.add_argument("--application", required=True)
+    parser.add_argument("--model", default=None, help="a family or a variant (default: any the application has)")
+    parser.add_argument("--slo-ms", type=float, required=True, help="each query's latency goal")
+    parser.add_argument("--accuracy-floor", type=float, default=None, help="each query's accuracy goal (0..1)")
+    parser.add_argument("--out", type=Path, default=None, help="write the results here (default: stdout)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the last result")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    queries = list(read_queries(args))
+    if not queries:
+        raise CommandError(f"{args.inputs} holds no query")
+    settings = Settings()
+    with MeridianClient(settings, applications=[args.application]) as client:
+        for query in tqdm(queries, desc="sending", unit="query", disable=None, file=sys.stderr):
+            client.send(query)
+        client.flush()
+        ids = [q.query_id for q in queries]
+        complete = client.wait_for(ids, timeout_s=args.timeout)
+        results = [client.results[i][0] for i in ids if i in client.results]
+    out = args.out.open("w") if args.out else sys.stdout
+    try:
+        for result in results:
+            out.write(result.model_dump_json(exclude_none=True) + "\n")
+    finally:
+        if args.out:
+            out.close()
+    ok = sum(r.status.value == "ok" for r in results)
+    print(f"{len(queries)} sent to {settings.kafka_bootstrap}, {len(results)} answered ({ok} ok)"
+          + (f", results in {args.out}" if args.out else ""), file=sys.stderr)
+    if not complete:
+        raise CommandError(f"{len(queries) - len(results)} queries unanswered after {args.timeout:g} s", code=1)
+    return 0
+
+
+def read_queries(args: argparse.Namespace) -> Iterator[Query]:
+    if not args.inputs.exists():
+        raise CommandError(f"no such file: {args.inputs}")
+    goals = {"application": args.application, "model": args.model, "slo_ms": args.slo_ms,
+             "accuracy_floor": args.accuracy_floor}
+    if args.inputs.suffix == ".npz":
+        rows = npz_rows(args.inputs)
+        for k in range(len(rows)):
+            yield make_query({**goals, "inputs": rows[k:k + 1]}, where=f"row {k}")
+    elif args.inputs.suffix in (".jsonl", ".json"):
+        for number, line in enumerate(args.inputs.read_text().splitlines(), start=1):
+            if line.strip():
+                yield make_query({**goals, **json_fields(line, number)}, where=f"line {number}")
+    else:
+        raise CommandError(f"{args.inputs}: expected an .npz or .jsonl file")
+
+
+def npz_rows(path: Path) -> np.ndarray:
+    with np.load(path) as arrays:
+        if "x" not in arrays and len(arrays.files) != 1:
+            raise CommandError(f"{path}: no array `x` and not exactly one array (has {', '.join(arrays.files)})")
+        return arrays["x" if "x" in arrays else arrays.files[0]]
+
+
+def json_fields(line: str, number: int) -> dict[str, object]:
+    try:
+        fields = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"line {number}: not JSON ({exc.msg})") from None
+    fields = {"inputs": fields} if isinstance(fields, list) else fields
+    if not isinstance(fields, dict) or "inputs" not in fields:
+        raise CommandError(f"line {number}: expected a list of rows or an object with `inputs`")
+    fields["inputs"] = np.asarray(fields["inputs"], dtype=np.float32)
+    return fields
+
+
+def make_query(fields: dict, *, where: str) -> Query:
+    rows = fields["inputs"]
+    try:
+        return Query(**{"query_id": f"cli-{uuid.uuid4().hex[:16]}", "batch_size": len(rows), "sent_at": 0.0,
+                        **fields, "inputs": encode(rows)})
+    except ValidationError as exc:
+        raise CommandError(f"{where}: {describe_validation_error(exc)}") from None

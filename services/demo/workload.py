@@ -1,0 +1,136 @@
+"""The two-application workload the demo serves and the fidelity bench measures.
+
+``vision`` (EfficientNet-Lite0/1/2, 300 ms SLO) runs on three workers that emulate ``cpu-1t``, ``cpu-2t``
+and ``g4dn-emu`` from their measured profiles; ``digits`` (100 ms SLO) on a real onnxruntime worker.
+Arrivals follow the Azure LLM traces (``conv`` for vision, ``code`` for digits), sped up so that one
+second of the run holds ``bin_s`` seconds of trace, and scaled against what the fleet serves with its most
+accurate vision variant alone.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+from schemas import Query
+from services.launcher import LocalLauncher, ManagedProcess
+from shared.adapters.client import MeridianClient
+from shared.catalogue import Catalogue
+from shared.proteus.workload import piecewise_poisson, rate_curve
+from shared.settings import Settings
+from shared.sim.arrivals import load_trace_timestamps
+from shared.tensors import encode
+
+APPLICATIONS = {"vision": ["efficientnet-lite"], "digits": ["digits"]}
+SLO_MS = {"vision": 300.0, "digits": 100.0}
+TRACE_OF = {"vision": "conv", "digits": "code"}
+TOP_VISION_VARIANT = "efficientnet-lite2"
+DIGITS_PEAK_QPS = 60.0
+#: emulated vision workers (id, device); one real digits worker runs beside them
+EMULATED = (("emu-cpu1t", "cpu-1t"), ("emu-cpu2t", "cpu-2t"), ("emu-g4dn", "g4dn-emu"))
+DIGITS_WORKER = "onnx-digits"
+#: the device types of the whole fleet above (the real digits worker is a ``cpu-1t``)
+FLEET = {"cpu-1t": 2, "cpu-2t": 1, "g4dn-emu": 1}
+#: ... and of the vision workers alone
+VISION_FLEET = {device: 1 for _, device in EMULATED}
+
+
+def top_capacity_qps(catalogue: Catalogue) -> float:
+    """Vision queries per second the emulated workers serve with `TOP_VISION_VARIANT` alone: each at its
+    best batch whose compute takes at most half the SLO."""
+    total = 0.0
+    for _, device in EMULATED:
+        profile = catalogue.profile(TOP_VISION_VARIANT, device)
+        total += max(b / latency * 1000.0 for b, latency in profile.batch_latency_ms.items()
+                     if latency <= SLO_MS["vision"] / 2)
+    return total
+
+
+def vision_rates(settings: Settings, catalogue: Catalogue, *, bin_s: float, peak_over_capacity: float,
+                 scaled_on_s: int | None = None) -> np.ndarray:
+    """Vision's per-second rates over the whole trace, its peak (within the first ``scaled_on_s``
+    seconds, or anywhere) at ``peak_over_capacity`` times `top_capacity_qps`."""
+    return _rates(settings, "vision", bin_s, peak_over_capacity * top_capacity_qps(catalogue), scaled_on_s)
+
+
+def schedule(settings: Settings, catalogue: Catalogue, duration_s: float, *, bin_s: float,
+             peak_over_capacity: float, skip_s: float = 0.0, scaled_on_s: int | None = None,
+             seed: int = 3) -> list[tuple[float, str]]:
+    """(offset s, application) of every query, in send order: ``duration_s`` of the sped-up traces from
+    ``skip_s`` (see `vision_rates` for the scale; digits peaks at `DIGITS_PEAK_QPS`)."""
+    rng = np.random.default_rng(seed)
+    curves = {"vision": vision_rates(settings, catalogue, bin_s=bin_s, peak_over_capacity=peak_over_capacity,
+                                     scaled_on_s=scaled_on_s),
+              "digits": _rates(settings, "digits", bin_s, DIGITS_PEAK_QPS, scaled_on_s)}
+    sends = []
+    for app, curve in curves.items():
+        stretch = curve[int(skip_s):int(skip_s) + int(duration_s)]
+        sends += [(float(t), app) for t in piecewise_poisson(stretch, rng)]
+    return sorted(sends)
+
+
+def _rates(settings: Settings, app: str, bin_s: float, peak_qps: float, scaled_on_s: int | None) -> np.ndarray:
+    curve = rate_curve(load_trace_timestamps(settings.azure_trace(TRACE_OF[app])), bin_s=bin_s, peak_qps=1.0)
+    return curve * (peak_qps / curve[:scaled_on_s].max())
+
+
+def settings_env(fields: dict[str, object]) -> dict[str, str]:
+    """Settings fields as the ``MERIDIAN_*`` environment every process of a run starts with."""
+    return {f"MERIDIAN_{name.upper()}": value if isinstance(value, str) else json.dumps(value)
+            for name, value in fields.items()}
+
+
+def start_services(launcher: LocalLauncher, env: dict[str, str], *, metrics_port: int, digits_variants: list[str],
+                   planner: bool) -> ManagedProcess:
+    """The scheduler, the four workers and (``planner``) the planner service; returns the scheduler once
+    every worker has joined."""
+    scheduler = launcher.start_scheduler(metrics_port=metrics_port, extra_env=env)
+    for index, (worker_id, device) in enumerate(EMULATED):
+        launcher.start_worker(worker_id, variants=[f"efficientnet-lite{k}" for k in range(3)],
+                              metrics_port=metrics_port + 1 + index, emulate=device, extra_env=env)
+    launcher.start_worker(DIGITS_WORKER, variants=digits_variants, metrics_port=metrics_port + 5, extra_env=env)
+    if planner:
+        launcher.start_planner(metrics_port=metrics_port + 6, extra_env=env)
+    launcher.wait_for_workers(scheduler, len(EMULATED) + 1, timeout_s=120)
+    return scheduler
+
+
+class Sender:
+    """Sends a schedule from one thread; digits queries carry real rows."""
+
+    def __init__(self, client: MeridianClient, rows: np.ndarray, *, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.payloads = [encode(rows[i:i + 1]) for i in range(min(len(rows), 256))]
+        self.sent: list[Query] = []
+
+    def query(self, app: str, k: int) -> Query:
+        inputs = self.payloads[k % len(self.payloads)] if app == "digits" else None
+        return Query(query_id=f"{self.prefix}-{uuid.uuid4().hex[:12]}", application=app,
+                     model=APPLICATIONS[app][0], slo_ms=SLO_MS[app], batch_size=1, inputs=inputs,
+                     sent_at=time.time())
+
+    def send(self, plan: Sequence[tuple[float, str]]) -> None:
+        start = time.time()
+        for k, (offset, app) in enumerate(plan):
+            delay = start + offset - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            self.sent.append(self.client.send(self.query(app, k)))
+        self.client.flush()
+
+    def warm_up(self) -> None:
+        """Until every consumer group has joined, the first answers take seconds: not what is measured."""
+        for _ in range(10):
+            ids = []
+            for k in range(40):
+                ids.append(self.client.send(self.query("vision" if k % 2 else "digits", k)).query_id)
+                time.sleep(0.02)
+            self.client.flush()
+            self.client.wait_for(ids, timeout_s=30)
+            if all(self.client.results[q][1] - self.client.results[q][0].timestamps.client_sent < 0.25
+                   for q in ids if q in self.client.results):
+                return

@@ -1,0 +1,98 @@
+"""The ``meridian`` command line: help on every level, and a one-line reason with a non-zero exit code
+for every input it cannot use (before it touches a broker)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from services.cli.main import main
+from services.cli.serve import ServeConfig
+from shared.catalogue import Catalogue
+from shared.settings import REPO_ROOT, Settings
+
+COMMANDS = ["demo", "stack", "serve", "submit", "register", "status"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], *([c, "--help"] for c in COMMANDS), ["stack", "reset", "--help"]])
+def test_every_level_has_help(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def test_the_top_level_help_lists_every_command(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(command in out for command in COMMANDS)
+
+
+def test_an_unknown_command_is_a_usage_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve-everything"])
+    assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def submit(tmp_path, name: str, content: bytes | str, capsys) -> tuple[int, str]:
+    path = tmp_path / name
+    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    code = main(["submit", str(path), "--application", "digits", "--slo-ms", "100"])
+    return code, capsys.readouterr().err
+
+
+def test_submit_refuses_what_it_cannot_read(tmp_path, capsys) -> None:
+    assert main(["submit", str(tmp_path / "none.npz"), "--application", "digits", "--slo-ms", "100"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    code, err = submit(tmp_path, "rows.csv", "1,2,3\n", capsys)
+    assert code == 2 and "expected an .npz or .jsonl file" in err
+    code, err = submit(tmp_path, "rows.jsonl", "[[1.0, 2.0]]\n{not json\n", capsys)
+    assert code == 2 and "line 2: not JSON" in err
+    code, err = submit(tmp_path, "rows.jsonl", json.dumps({"rows": [[1.0]]}) + "\n", capsys)
+    assert code == 2 and "line 1: expected a list of rows or an object with `inputs`" in err
+    code, err = submit(tmp_path, "rows.jsonl", json.dumps({"inputs": [[1.0]], "slo_ms": -5}) + "\n", capsys)
+    assert code == 2 and "line 1" in err and "slo_ms" in err
+    code, err = submit(tmp_path, "empty.jsonl", "\n", capsys)
+    assert code == 2 and "holds no query" in err
+
+
+def test_submit_needs_an_array_it_can_tell_apart(tmp_path, capsys) -> None:
+    np.savez(tmp_path / "two.npz", a=np.zeros((2, 3)), b=np.ones((2, 3)))
+    assert main(["submit", str(tmp_path / "two.npz"), "--application", "digits", "--slo-ms", "100"]) == 2
+    assert "no array `x` and not exactly one array (has a, b)" in capsys.readouterr().err
+
+
+def test_the_example_serve_config_is_valid_and_names_real_variants() -> None:
+    config = ServeConfig.load(REPO_ROOT / "infra/serve.yaml")
+    settings = Settings(**config.settings_fields())
+    assert settings.scheduler_policy == "proteus" and settings.planner == "proteus"
+    catalogue = Catalogue.from_settings(settings)
+    known = {v for families in config.applications.values() for f in families for v in catalogue.variants_of(f)}
+    assert {v for w in config.workers for v in w.variants} <= known
+    assert {w.emulate for w in config.workers if w.emulate} <= set(catalogue.profiles.device_by_name)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("applications: [vision\n", "not YAML"),
+    ("applications: {a: [m]}\nworkers: [{id: w, variants: [m]}]\npolicies: fcfs\n", "policies"),
+    ("applications: {a: [m]}\nworkers: [{id: 'w w', variants: [m]}]\n", "id"),
+    ("applications: {a: [m]}\nworkers: []\n", "workers"),
+])
+def test_serve_refuses_a_bad_config_with_the_field_at_fault(tmp_path, capsys, text, reason) -> None:
+    path = tmp_path / "serve.yaml"
+    path.write_text(text)
+    assert main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("meridian serve: ") and reason in err and len(err.strip().splitlines()) == 1
+
+
+def test_stack_reset_without_yes_only_says_what_it_would_delete(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("MERIDIAN_VAR_DIR", str(tmp_path))
+    for name in ("kafka-9092", "logs", "models"):
+        (tmp_path / name).mkdir()
+    assert main(["stack", "reset"]) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path / "kafka-9092") in out and str(tmp_path / "logs") in out and "models" not in out.split("\nrun")[0]
+    assert all((tmp_path / name).exists() for name in ("kafka-9092", "logs", "models"))
