@@ -1,10 +1,10 @@
 """``make bench-fidelity``: how much of each policy's simulated result a user gets live, through Kafka.
 
-One workload, two applications: ``vision`` (EfficientNet-Lite0/1/2, 300 ms SLO) on three workers that
-emulate ``cpu-1t``, ``cpu-2t`` and ``g4dn-emu`` from their measured profiles, and ``digits`` (100 ms SLO)
-on a real onnxruntime worker. Arrivals follow the Azure LLM ``conv`` trace (vision) and ``code`` trace
-(digits), one second per 20 s of trace, a 120 s stretch scaled so vision's peak is 1.2x what the fleet
-serves with EfficientNet-Lite2 alone.
+The workload of ``make demo`` (`services.demo.workload`), two applications: ``vision``
+(EfficientNet-Lite0/1/2, 300 ms SLO) on three workers that emulate ``cpu-1t``, ``cpu-2t`` and ``g4dn-emu``
+from their measured profiles, and ``digits`` (100 ms SLO) on a real onnxruntime worker. Arrivals follow
+the Azure LLM ``conv`` trace (vision) and ``code`` trace (digits), one second per 20 s of trace, a 120 s
+stretch scaled so vision's peak is 1.2x what the fleet serves with EfficientNet-Lite2 alone.
 
 1. Calibration: FCFS serves ``--calibration`` seconds of the workload live, twice over: the first pass
    warms a fresh broker (its hops are twice as slow), the second is measured. The simulator's Kafka
@@ -181,7 +181,8 @@ def rows_by_device(batches) -> dict[str, dict[str, float]]:
     by_device: dict[str, list[int]] = {}
     for device, rows in batches:
         by_device.setdefault(device, []).append(rows)
-    return {device: {"batches": len(rows), "mean": round(float(np.mean(rows)), 2), "p99": float(np.quantile(rows, 0.99))}
+    return {device: {"batches": len(rows), "mean": round(float(np.mean(rows)), 2),
+                     "p99": float(np.quantile(rows, 0.99))}
             for device, rows in sorted(by_device.items())}
 
 
@@ -315,7 +316,8 @@ def main(argv: list[str] | None = None) -> None:
                      for p, e in outcome["policies"].items()},
         "pipeline_p99_overhead_ms": outcome["pipeline_p99_overhead_ms"],
         "transport_ms": outcome["transport"].summary_ms(), "transport": outcome["transport"].model_dump(),
-        "targets": TARGET, "sim_draws": SIM_DRAWS, "queries_per_policy": outcome["queries"], "peak_vision_qps": outcome["peak_vision_qps"],
+        "targets": TARGET, "sim_draws": SIM_DRAWS, "queries_per_policy": outcome["queries"],
+        "peak_vision_qps": outcome["peak_vision_qps"],
         "duration_s": duration, "wall_s": round(time.monotonic() - started, 1), "figure": str(figure),
         "workers": "vision: 3 workers emulating cpu-1t, cpu-2t, g4dn-emu from measured profiles; digits: 1 real "
                    "onnxruntime worker"})

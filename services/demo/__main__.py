@@ -17,12 +17,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from schemas import Query, Result
 from services.demo import fcfs
-from services.demo.report import format_rows, phase_table, phases, plot, unanswered
+from services.demo.report import Phase, format_rows, phase_table, phases, plot, unanswered
 from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, FLEET, SLO_MS, VISION_FLEET, Sender,
                                     schedule, settings_env, start_services, top_capacity_qps, vision_rates)
-from services.launcher import LocalLauncher, wait_until
+from services.launcher import LocalLauncher, ManagedProcess, wait_until
 from services.observability.screenshots import shoot_overview, shows_alert
 from services.stack import LocalStack
 from shared.adapters import topics
@@ -64,7 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     capacity = top_capacity_qps(catalogue)
     rates = vision_rates(settings, catalogue, bin_s=args.speedup, peak_over_capacity=args.peak)
     plan = schedule(settings, catalogue, len(rates), bin_s=args.speedup, peak_over_capacity=args.peak)
-    stages = phases(rates, capacity)
+    print(f"{len(plan)} queries over {len(rates)} s: vision up to {rates.max():.0f} q/s, against {capacity:.0f} q/s "
+          "with EfficientNet-Lite2 alone", flush=True)
+    sent, answers, start = serve(settings, catalogue, plan, screenshots=args.screenshots)
+    report(catalogue, sent, answers, start, phases(rates, capacity),
+           args.out or settings.var_dir / "demo" / "demo.png")
+    return 0
+
+
+def serve(settings: Settings, catalogue: Catalogue, plan: list[tuple[float, str]], *, screenshots: bool
+          ) -> tuple[list[Query], dict[str, tuple[Result, float]], float]:
+    """Stack, services and the trace sent; the queries, their answers and when sending began."""
     digits_variants = sorted(catalogue.variants_of("digits"), key=lambda v: catalogue.profiles_of(v)[0].latency_ms(1))
     rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
     with LocalStack.from_settings(settings) as stack:
@@ -79,39 +91,53 @@ def main(argv: list[str] | None = None) -> int:
             with MeridianClient(settings, applications=list(APPLICATIONS)) as client:
                 sender = Sender(client, rows, prefix="demo")
                 sender.warm_up()
-                print(f"sending {len(plan)} queries over {len(rates)} s (vision up to {rates.max():.0f} q/s against "
-                      f"{capacity:.0f} q/s with EfficientNet-Lite2 alone); answers read from "
-                      + ", ".join(topics.results_topic(app) for app in APPLICATIONS) + ", this run's queries only",
-                      flush=True)
-                thread = threading.Thread(target=sender.send, args=(plan,), daemon=True)
+                print("answers read from " + ", ".join(topics.results_topic(app) for app in APPLICATIONS)
+                      + " (this run's queries only)", flush=True)
                 start = time.time()
-                thread.start()
-                wait_until(lambda: not thread.is_alive(), plan[-1][0] + 60, "sending the trace",
-                           list(launcher.processes.values()))
+                send(sender, plan, list(launcher.processes.values()))
                 client.wait_for([q.query_id for q in sender.sent], timeout_s=60)
                 answers = dict(client.results)
-            if args.screenshots:
+            if screenshots:
                 time.sleep(5)  # the last seconds of load scraped and the rules evaluated
                 shots = shoot_overview(f"http://127.0.0.1:{stack.prometheus_port}", settings.var_dir / "dashboards",
                                        range_input="3m")
                 print(f"{len(shots)} dashboard panels drawn by Prometheus in {shots[0].parent}"
                       + "".join(f"\n  {p.name}: no data or a query error" for p in shots if shows_alert(p)), flush=True)
-    outcomes = live_outcomes(sender.sent, answers)
+    return sender.sent, answers, start
+
+
+def send(sender: Sender, plan: list[tuple[float, str]], watched: list[ManagedProcess]) -> None:
+    """The trace from a thread of its own (on time, whatever the main thread does), with a progress bar."""
+    thread = threading.Thread(target=sender.send, args=(plan,), daemon=True)
+    thread.start()
+    with tqdm(total=len(plan), desc="sending", unit="query", disable=None) as bar:
+
+        def sent_all() -> bool:
+            bar.update(len(sender.sent) - bar.n)
+            return not thread.is_alive()
+
+        wait_until(sent_all, plan[-1][0] + 60, "sending the trace", watched)
+
+
+def report(catalogue: Catalogue, sent: list[Query], answers: dict[str, tuple[Result, float]], start: float,
+           stages: list[Phase], figure_path: Path) -> None:
+    """The phase table, why queries went unanswered, the figure and its numbers."""
+    outcomes = live_outcomes(sent, answers)
+    accuracy = accuracies(catalogue.profiles)
     prices = catalogue.profiles.device_by_name
     fleet_per_hour = sum(prices[device].price_per_hour * count for device, count in FLEET.items())
-    table = phase_table(outcomes, start, stages, accuracies(catalogue.profiles), fleet_per_hour)
+    table = phase_table(outcomes, start, stages, accuracy, fleet_per_hour)
     print("\n" + format_rows(table))
-    for app, reasons in sorted(unanswered(sender.sent, answers).items()):
-        print(f"{app}: {sum(reasons.values())} not answered ok: "
-              + "; ".join(f"{n} {reason}" for reason, n in reasons.most_common(3)))
+    for app, reasons in sorted(unanswered(sent, answers).items()):
+        print(f"{app}: {sum(reasons.values())} not answered ok" + "".join(
+            f"\n  {n:>6}  {reason}" for reason, n in reasons.most_common(3)))
     best = {app: max(catalogue.profiles_of(v)[0].accuracy for family in families for v in catalogue.variants_of(family))
             for app, families in APPLICATIONS.items()}
-    figure = plot(outcomes, start, stages, accuracies(catalogue.profiles), best, fleet_per_hour,
-                  "static fleet (3 emulated + 1 real)", args.out or settings.var_dir / "demo" / "demo.png")
-    (figure.with_suffix(".json")).write_text(json.dumps(table, indent=2))
+    figure = plot(outcomes, start, stages, accuracy, best, fleet_per_hour, "static fleet (3 emulated + 1 real)",
+                  figure_path)
+    figure.with_suffix(".json").write_text(json.dumps(table, indent=2))
     print(f"\nfigure: {figure}\nnumbers: {figure.with_suffix('.json')}\ndemo finished; everything it started is "
           "stopped", flush=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -69,14 +69,14 @@ def format_rows(rows: Sequence[Mapping[str, object]]) -> str:
 
 
 def unanswered(queries: Sequence, answers: Mapping[str, tuple]) -> dict[str, Counter]:
-    """Per application, why queries got no ``ok`` answer: the result's reason (numbers as ``#``), or never
-    answered."""
+    """Per application, why queries got no ``ok`` answer: the result's reason (its first clause, numbers as
+    ``n``), or never answered."""
     why: dict[str, Counter] = {}
     for query in queries:
         result = answers.get(query.query_id, (None,))[0]
         if result is None or result.status.value != "ok":
             reason = "never answered" if result is None else f"{result.status.value}: {result.reason}"
-            reason = re.sub(r"\d+(\.\d+)?", "#", reason.split(";")[0])  # one line per kind, not per number
+            reason = re.sub(r"\b\d+(\.\d+)?\b", "n", reason.split("; ")[0].split(": sent")[0])  # a kind, not a number
             why.setdefault(query.application, Counter())[reason] += 1
     return why
 
