@@ -318,7 +318,8 @@ def main(argv: list[str] | None = None) -> None:
         "transport_ms": outcome["transport"].summary_ms(), "transport": outcome["transport"].model_dump(),
         "targets": TARGET, "sim_draws": SIM_DRAWS, "queries_per_policy": outcome["queries"],
         "peak_vision_qps": outcome["peak_vision_qps"],
-        "duration_s": duration, "wall_s": round(time.monotonic() - started, 1), "figure": str(figure),
+        "duration_s": duration, "wall_s": round(time.monotonic() - started, 1),
+        "figure": str(figure.relative_to(REPO_ROOT)),
         "workers": "vision: 3 workers emulating cpu-1t, cpu-2t, g4dn-emu from measured profiles; digits: 1 real "
                    "onnxruntime worker"})
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from bench.common import write_result
+from bench.common import RESULTS_DIR, write_result
 from shared.policy.base import DispatchPolicy
 from shared.profiles.format import ProfileSet
 from shared.ramsis import (
@@ -98,6 +98,13 @@ TIMING_WORKERS = 60
 TIMING_RATE_QPS = 2000.0
 TIMING_SLO_MS = 500.0  # the SLO at which B_w = 29 (spec §4.3), Table 2's setting
 TIMING_REPEATS = {"9_models": 3, "60_models": 2}
+
+FIGURE = RESULTS_DIR / "ramsis.png"
+#: the paper's Fig. 5/6 leave out points at or above this violation rate
+PLOTTED_VIOLATION = 0.05
+#: label, colour, marker, line style (the baselines often coincide: Jellyfish+ dashed over ModelSwitching)
+POLICY_STYLE = {"ramsis": ("RAMSIS", "#d62728", "o", "-"), "model_switching": ("ModelSwitching", "#1f77b4", "s", "-"),
+                "jellybean": ("Jellyfish+", "#2ca02c", "^", "--")}
 
 #: the authors' 9 Pareto ImageNet models: top-1 accuracy (%) and p95 latency (ms) for b = 1..32 (spec §4.3)
 IMAGE_MODELS = {
@@ -342,6 +349,46 @@ def workers_saved(per_k: dict[str, list[Metrics]], *, max_violation: float = 0.0
             "per_baseline": per_baseline, "baseline_points_ramsis_never_matched": unmatched}
 
 
+def plot_policies(details: dict, path: Path) -> None:
+    """The paper's Fig. 5 (accuracy against workers on a trace) and Fig. 6 (accuracy against constant load),
+    with each point's SLO violation rate below: digits at constant load, digits on the trace, and
+    EfficientNet-Lite at constant load."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    digits, trace = details["constant_load"], details["trace"]
+    lite = details["efficientnet_lite_constant_load"]
+    columns = (
+        (f"digits, constant load, {digits['workers']} workers, SLO {SLO_MS:g} ms", "load, thousand qps",
+         np.array(digits["rates_qps"]) / 1000, digits["per_load"]),
+        (f"digits, Azure conv trace (mean {TRACE_MEAN_QPS / 1000:g}k qps)", "workers", trace["workers"],
+         trace["per_workers"]),
+        (f"EfficientNet-Lite, constant load, {lite['workers']} workers, SLO {LITE_SLO_MS:g} ms", "load, qps",
+         lite["rates_qps"], lite["per_load"]),
+    )
+    fig, axes = plt.subplots(2, len(columns), figsize=(13, 6), sharex="col")
+    for (title, xlabel, x, points), accuracy, violation in zip(columns, *axes):
+        for name, (label, colour, marker, line) in POLICY_STYLE.items():
+            rate = np.array([100 * p["slo_violation_ratio"] for p in points[name]])
+            kept = np.array([100 * p["accuracy"] for p in points[name]])
+            kept[rate >= 100 * PLOTTED_VIOLATION] = np.nan
+            for ax, values in ((accuracy, kept), (violation, rate)):
+                ax.plot(x, values, line, marker=marker, color=colour, label=label, ms=4, mfc="none")
+        accuracy.set_title(title, fontsize=10)
+        violation.set_xlabel(xlabel)
+    axes[0][0].set_ylabel("accuracy per satisfied query, %")
+    axes[1][0].set_ylabel("SLO violation rate, %")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"Accuracy only where violations < {100 * PLOTTED_VIOLATION:g}%, as in the paper; p95 latencies, "
+                 "deterministic service, no drops", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     started = time.perf_counter()
     with threadpool_limits(1):  # 2 shared cores: BLAS threads only contend
@@ -412,7 +459,10 @@ def main() -> None:
         "wall_time_s": None,
     }
     payload["wall_time_s"] = round(time.perf_counter() - started, 1)
+    plot_policies(payload["details"], FIGURE)
+    payload["figure"] = str(FIGURE.relative_to(ROOT))
     write_result("ramsis", payload)
+    print(f"wrote {FIGURE}")
 
 
 if __name__ == "__main__":
