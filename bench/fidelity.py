@@ -112,7 +112,7 @@ def live_run(stack: LocalStack, policy: str, plan: Sequence[tuple[float, str]], 
              digits_variants: list[str], rows: np.ndarray) -> LiveRun:
     settings = run_settings(stack, policy)
     with LocalLauncher({**stack.env, **service_env(policy)}, logs) as launcher:
-        start_services(launcher, service_env(policy), metrics_port=PORTS["metrics"], digits_variants=digits_variants,
+        start_services(launcher, metrics_port=PORTS["metrics"], digits_variants=digits_variants,
                        planner=policy == "proteus")
         with MeridianClient(settings, applications=list(APPLICATIONS)) as client:
             sender = Sender(client, rows, prefix="fid")

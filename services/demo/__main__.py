@@ -83,8 +83,8 @@ def serve(settings: Settings, catalogue: Catalogue, plan: list[tuple[float, str]
         print(f"stack: Kafka 127.0.0.1:{stack.kafka_port}, Redis 127.0.0.1:{stack.redis_port}, "
               f"Prometheus http://127.0.0.1:{stack.prometheus_port} (state in {settings.var_dir})", flush=True)
         with LocalLauncher({**stack.env, **settings_env(DEMO_SETTINGS)}, settings.var_dir / "logs") as launcher:
-            start_services(launcher, settings_env(DEMO_SETTINGS), metrics_port=settings.scheduler_metrics_port,
-                           digits_variants=digits_variants, planner=True)
+            start_services(launcher, metrics_port=settings.scheduler_metrics_port, digits_variants=digits_variants,
+                           planner=True)
             print("fleet: " + ", ".join(f"{w} ({d}, emulated)" for w, d in EMULATED)
                   + f", {DIGITS_WORKER} (cpu-1t, real onnxruntime); scheduler and Proteus planner up; "
                   f"logs in {launcher.log_dir}", flush=True)

@@ -83,17 +83,17 @@ def settings_env(fields: dict[str, object]) -> dict[str, str]:
             for name, value in fields.items()}
 
 
-def start_services(launcher: LocalLauncher, env: dict[str, str], *, metrics_port: int, digits_variants: list[str],
+def start_services(launcher: LocalLauncher, *, metrics_port: int, digits_variants: list[str],
                    planner: bool) -> ManagedProcess:
-    """The scheduler, the four workers and (``planner``) the planner service; returns the scheduler once
-    every worker has joined."""
-    scheduler = launcher.start_scheduler(metrics_port=metrics_port, extra_env=env)
+    """The scheduler, the four workers and (``planner``) the planner service, with the launcher's
+    environment (the run's settings: `settings_env`); returns the scheduler once every worker has joined."""
+    scheduler = launcher.start_scheduler(metrics_port=metrics_port)
     for index, (worker_id, device) in enumerate(EMULATED):
         launcher.start_worker(worker_id, variants=[f"efficientnet-lite{k}" for k in range(3)],
-                              metrics_port=metrics_port + 1 + index, emulate=device, extra_env=env)
-    launcher.start_worker(DIGITS_WORKER, variants=digits_variants, metrics_port=metrics_port + 5, extra_env=env)
+                              metrics_port=metrics_port + 1 + index, emulate=device)
+    launcher.start_worker(DIGITS_WORKER, variants=digits_variants, metrics_port=metrics_port + 5)
     if planner:
-        launcher.start_planner(metrics_port=metrics_port + 6, extra_env=env)
+        launcher.start_planner(metrics_port=metrics_port + 6)
     launcher.wait_for_workers(scheduler, len(EMULATED) + 1, timeout_s=120)
     return scheduler
 

@@ -33,6 +33,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         local.stop()
 
 
+@pytest.fixture
+def stack_env(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands read their settings from the environment, as an operator's shell gives them: this stack's."""
+    for name, value in stack.env.items():
+        if name.startswith("MERIDIAN_"):
+            monkeypatch.setenv(name, value)
+
+
 @pytest.fixture(scope="session")
 def settings(stack: LocalStack) -> Settings:
     return stack.settings()

@@ -13,13 +13,6 @@ from tests.integration.helpers import digits_rows
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def stack_env(stack, monkeypatch) -> None:
-    for name, value in stack.env.items():
-        if name.startswith("MERIDIAN_"):
-            monkeypatch.setenv(name, value)
-
-
 def test_submit_answers_every_row_of_an_npz(pipeline, stack_env, tmp_path, capsys) -> None:
     x, y = digits_rows()
     np.savez(tmp_path / "digits.npz", x=x[:12])

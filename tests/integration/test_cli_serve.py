@@ -37,15 +37,12 @@ def read_until(process: subprocess.Popen, marker: str, timeout_s: float) -> str:
     return seen
 
 
-def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, tmp_path, monkeypatch, capsys) -> None:
+def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_env, tmp_path, capsys) -> None:
     (tmp_path / "serve.yaml").write_text(CONFIG)
     process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--config", str(tmp_path / "serve.yaml")],
                                env=stack.env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         read_until(process, "Ctrl-C stops", 150)
-        for name, value in stack.env.items():
-            if name.startswith("MERIDIAN_"):
-                monkeypatch.setenv(name, value)
         x, _ = digits_rows()
         np.savez(tmp_path / "q.npz", x=x[:5])
         assert main(["submit", str(tmp_path / "q.npz"), "--application", "digits", "--slo-ms", "5000"]) == 0

@@ -37,14 +37,6 @@ def recorded_range(pipeline, settings) -> tuple[float, float, list[str]]:
     return start - 0.01, end + 0.01, ids
 
 
-@pytest.fixture
-def stack_env(stack, monkeypatch) -> None:
-    """The command reads its settings from the environment, as an operator's shell gives them."""
-    for name, value in stack.env.items():
-        if name.startswith("MERIDIAN_"):
-            monkeypatch.setenv(name, value)
-
-
 def test_a_recorded_range_is_replayed_through_each_policy(recorded_range, stack_env, tmp_path, capsys) -> None:
     start, end, _ = recorded_range
     out, figure = tmp_path / "replay.json", tmp_path / "replay.png"
