@@ -6,8 +6,10 @@ Setting (every number's source is repeated in the output's ``setup``):
 
 * **Variants**: the project's EfficientNet-Lite0/1/2 (``profiles/efficientnet-lite.json``, measured here on
   one AMD EPYC CPU thread with onnxruntime). CPU workers are AWS c5a.2xlarge (8 AMD EPYC vCPUs,
-  $0.308/h): an instance takes one vCPU and runs at the measured single-thread speed (assumption: one
-  c5a vCPU = the profiling thread). GPU workers are AWS g4dn.xlarge ($0.526/h, one T4): **emulated**,
+  $0.308/h) running at the measured single-thread speed (assumption: one c5a vCPU = the profiling
+  thread). A machine is one worker process that runs one batch at a time and holds a variant once (the
+  engine, as live), so an instance takes the machine's whole compute (`whole_machine`): the
+  autoscalers' capacity is then what the machine serves. GPU workers are AWS g4dn.xlarge ($0.526/h, one T4): **emulated**,
   no GPU being available: batch latency = measured single-thread latency / 8 x the median (over the
   Kairos artifact's five models) of the g4dn.xlarge / c5n.2xlarge latency ratio measured at 10 x that
   many rows (c5n.2xlarge has 8 vCPUs, taken as 8 perfectly parallel threads). Prices: on-demand list
@@ -24,9 +26,14 @@ Setting (every number's source is repeated in the output's ``setup``):
   a time): INFaaS (`InfaasAutoscaler`); SM+ and Clipper+ with the paper's E1 baseline choice, a GPU
   variant for the popular application (Lite0 on g4dn) and a CPU variant for the other (Lite2 on c5a).
   Clipper+ is provisioned for the trace's peak; INFaaS and SM+ start sized for the first 10 s.
+* **Churn**: every system's variant loads + unloads per hour (instances on started machines included)
+  beside the trace's own: the loads + unloads of the greedy settled bin by bin on the trace (fluid model:
+  no queues, no delays), the fewest that follow it.
+* **Frontier**: INFaaS rerun over its slack threshold (the paper explored 1.01-1.1 and chose 1.05; 1.2-1.5
+  lie beyond it), each run's (SLO violations, cost) beside the baselines' points.
 * **Greedy vs ILP**: the greedy settled (fluid model, `shared.autoscale.fluid.settle`) vs the ILP optimum
   (HiGHS) at the trace's load deciles (the headline ratio) and at loads beyond the trace, both priced as
-  instance shares ($/h), slack 5%. INFaaS is also rerun with slack thresholds 1.1 and 1.3. Decision times:
+  instance shares ($/h), slack 5%. Decision times:
   the greedy's `step` during the INFaaS run; the ILP on this catalogue, and on synthetic catalogues of 50
   and 100 architectures (copies of the measured ones) as in the paper's 23 s / 50 s Gurobi figures.
 """
@@ -35,6 +42,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,12 +52,14 @@ from bench.common import RESULTS_DIR, write_result
 from shared.autoscale import (
     Application,
     AutoscaleState,
+    BaseAutoscaler,
     Catalogue,
     GreedyConfig,
     GreedyModelAutoscaler,
     InfaasAutoscaler,
     InstanceSpec,
     InstanceStatus,
+    ScaleActions,
     SmPlusAutoscaler,
     StartWorker,
     StaticAutoscaler,
@@ -64,7 +74,7 @@ from shared.autoscale.fluid import settle
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.settings import Settings
 from shared.sim.arrivals import load_trace_timestamps
-from shared.sim.scenarios.autoscaling import Slowdown, simulate_autoscaling
+from shared.sim.scenarios.autoscaling import AutoscaleSimResult, Slowdown, simulate_autoscaling
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "profiles" / "efficientnet-lite.json"
@@ -80,10 +90,15 @@ SLACK = 0.05
 SEED = 7
 #: loads above the trace's range, where GPU variants pay off and the greedy's choices can differ from the ILP's
 EXTENDED_QPS = [1500.0, 2500.0, 4000.0, 6000.0]
-#: the paper explored 1.01-1.1 and chose 1.05; 1.3 is outside its range
-SENSITIVITY = (1.1, 1.3)
+#: INFaaS's slack thresholds for the frontier: the paper explored 1.01-1.1 and chose 1.05 (the main run)
+FRONTIER = (1.01, 1.05, 1.1, 1.2, 1.3, 1.5)
 FIGURE = RESULTS_DIR / "autoscale.png"
 SYSTEM_STYLE = {"infaas": ("INFaaS", "#d62728"), "sm_plus": ("SM+", "#1f77b4"), "clipper_plus": ("Clipper+", "#7f7f7f")}
+
+
+def whole_machine(profile: VariantProfile, worker: WorkerType) -> dict[str, float]:
+    """An instance is the machine's worker process: all of its compute (vCPUs or the GPU)."""
+    return {worker.compute: float(worker.capacity[worker.compute])}
 
 
 def prices(data_dir: Path) -> dict[str, float]:
@@ -116,13 +131,14 @@ def catalogue(data_dir: Path) -> tuple[Catalogue, dict]:
                WorkerType(GPU, "gpu", price[GPU], {"vcpu": 4, "memory_mb": 16384, "gpu": 1}, STARTUP_S)]
     apps = [Application("classify", "efficientnet-lite", 100.0, 0.75),
             Application("classify-hq", "efficientnet-lite", 200.0, 0.775)]
-    cat = Catalogue.from_profiles(profiles, workers, apps)
+    cat = Catalogue.from_profiles(profiles, workers, apps, needs=whole_machine)
     setup = {
         "workers": {w.name: {"kind": w.kind, "price_per_hour": w.price_per_hour, "capacity": dict(w.capacity),
                              "startup_s": w.startup_s} for w in workers},
         "prices_source": f"on-demand list prices, {data_dir / 'price.csv'} (Kairos HPDC'23 artifact)",
         "variants_source": f"{PROFILES.relative_to(REPO)}: {measured.source}",
-        "cpu_variants": "measured single-thread latencies, one vCPU of c5a.2xlarge each (assumed equal speed)",
+        "cpu_variants": "measured single-thread latencies on c5a.2xlarge (one vCPU assumed equal to the profiling "
+                        "thread); one instance per machine, as the engine's worker is one serial process",
         "gpu_variants": "EMULATED: measured single-thread latency / 8 x median g4dn.xlarge/c5n.2xlarge latency "
                         "ratio of the Kairos artifact's measurements at 10 x batch rows (5 models)",
         "gpu_ratio_by_batch": {str(b): round(r, 3) for b, r in ratio.items()},
@@ -168,6 +184,56 @@ def as_fleet(state: AutoscaleState, prefix: str) -> list[StartWorker]:
             for k, w in enumerate(state.workers)]
 
 
+class Counted(BaseAutoscaler):
+    """`policy`, with the variant loads and unloads of the run counted: those it asks for (a started
+    machine's instances are loads; stopped machines hold none) and those getVariant's Inactive step asks
+    of workers on the query path (instances that appear in the fleet unasked)."""
+
+    def __init__(self, policy: BaseAutoscaler) -> None:
+        super().__init__(policy.catalogue)
+        self.policy, self.name = policy, policy.name
+        self.asked = self.unasked = 0
+        self._held: set[tuple[str, str]] = set()
+        self._expected: set[tuple[str, str]] = set()
+
+    @property
+    def poll_interval_s(self) -> float:
+        return self.policy.poll_interval_s
+
+    def step(self, state: AutoscaleState, now_s: float) -> ScaleActions:
+        held = {(w.worker_id, i.variant) for w in state.workers for i in w.instances}
+        self.unasked += len(held - self._held - self._expected)
+        actions = self.policy.step(state, now_s)
+        self.asked += len(actions.loads) + len(actions.unloads) + sum(len(s.instances) for s in actions.start)
+        self._held = held
+        self._expected = {(a.worker_id, a.variant) for a in actions.loads} | {
+            (s.worker_id, i.variant) for s in actions.start for i in s.instances}
+        return actions
+
+
+def per_hour(count: int) -> float:
+    return round(count * 3600.0 / DURATION_S, 1)
+
+
+def trace_changes(cat: Catalogue, rates: np.ndarray, config: GreedyConfig | None = None) -> int:
+    """Loads + unloads of the greedy settled bin by bin on the trace (fluid: no queues, no delays): the
+    fewest a system that follows the trace's load makes."""
+    fleet, before, changes = [], Counter(), 0
+    for rate in rates:
+        state = settle(cat, {a: float(rate * s) for a, s in SHARES.items()}, initial_fleet=fleet, config=config)
+        after = Counter((w.device, i.variant, i.application) for w in state.workers for i in w.instances)
+        changes += sum(((after - before) + (before - after)).values()) if fleet else 0
+        fleet, before = as_fleet(state, "trace-"), after
+    return changes
+
+
+def simulate(scaler: BaseAutoscaler, fleet: list[StartWorker],
+             work: dict[str, np.ndarray]) -> tuple[AutoscaleSimResult, Counted]:
+    counted = Counted(scaler)
+    result = simulate_autoscaling(work, counted, initial_fleet=fleet, duration_s=DURATION_S, slowdowns=[NOISY])
+    return result, counted
+
+
 def run_systems(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray]) -> tuple[dict, np.ndarray]:
     pinned = pin(cat, PINS)
     peak = {a: float(rates.max() * s) for a, s in SHARES.items()}
@@ -179,7 +245,7 @@ def run_systems(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray]) 
     out, decisions = {}, None
     for name, (scaler, fleet) in systems.items():
         began = time.perf_counter()
-        result = simulate_autoscaling(work, scaler, initial_fleet=fleet, duration_s=DURATION_S, slowdowns=[NOISY])
+        result, counted = simulate(scaler, fleet, work)
         cost = result.cost()
         devices = sorted({d for counts in result.timeline["workers"] for d in counts})
         out[name] = {
@@ -195,27 +261,35 @@ def run_systems(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray]) 
             "initial_fleet": [f"{s.device}: {', '.join(i.variant for i in s.instances)}" for s in fleet],
             "max_workers": {d: max(c.get(d, 0) for c in result.timeline["workers"]) for d in devices},
             "actions": dict(sorted(result.actions.items())),
+            "loads_unloads_per_hour": per_hour(counted.asked + counted.unasked),
+            "loads_unloads_per_hour_by_autoscaler": per_hour(counted.asked),
+            "loads_on_the_query_path_per_hour": per_hour(counted.unasked),
             "sim_wall_s": round(time.perf_counter() - began, 1),
         }
         if name == "infaas":
             decisions = result.decision_ms
         print(f"{name}: {out[name]['throughput_qps']} qps, {out[name]['slo_violation_ratio']:.4f} violations, "
-              f"${out[name]['cost_dollars']:.4f} ({out[name]['sim_wall_s']} s)", flush=True)
+              f"${out[name]['cost_dollars']:.4f}, {out[name]['loads_unloads_per_hour']} loads+unloads/h "
+              f"({out[name]['sim_wall_s']} s)", flush=True)
     return out, decisions
 
 
-def slack_sensitivity(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray]) -> dict:
-    out = {}
-    for threshold in SENSITIVITY:
-        config = GreedyConfig(slack_threshold=threshold)
-        fleet = as_fleet(settle(cat, initial_demand(rates), config=config), "init-")
-        result = simulate_autoscaling(work, InfaasAutoscaler(cat, model=config), initial_fleet=fleet,
-                                      duration_s=DURATION_S, slowdowns=[NOISY])
-        out[str(threshold)] = {"throughput_qps": round(result.throughput_qps, 2),
-                               "slo_violation_ratio": round(result.slo_violation_ratio, 5),
-                               "cost_dollars": round(result.cost().dollars, 5)}
-        print(f"infaas slack {threshold}: {out[str(threshold)]}", flush=True)
-    return out
+def frontier(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray], main: dict) -> list[dict]:
+    """INFaaS's (violations, cost) over its slack threshold; the default's point is the main run's."""
+    points = []
+    for threshold in FRONTIER:
+        if threshold == GreedyConfig().slack_threshold:
+            point = {"violations": main["slo_violation_ratio"], "cost": main["cost_dollars"],
+                     "loads_unloads_per_hour": main["loads_unloads_per_hour"]}
+        else:
+            config = GreedyConfig(slack_threshold=threshold)
+            fleet = as_fleet(settle(cat, initial_demand(rates), config=config), "init-")
+            result, counted = simulate(InfaasAutoscaler(cat, model=config), fleet, work)
+            point = {"violations": round(result.slo_violation_ratio, 5), "cost": round(result.cost().dollars, 5),
+                     "loads_unloads_per_hour": per_hour(counted.asked + counted.unasked)}
+        points.append({"slack": threshold, **point})
+        print(f"infaas slack {threshold}: {point}", flush=True)
+    return points
 
 
 def instance_cost(cat: Catalogue, state: AutoscaleState) -> float:
@@ -287,9 +361,9 @@ def decision_scaling(cat: Catalogue) -> dict:
     return out
 
 
-def plot_systems(systems: dict[str, dict], offered_qps: float, path: Path) -> None:
+def plot_systems(systems: dict[str, dict], points: list[dict], offered_qps: float, path: Path) -> None:
     """The paper's Fig. 5 (throughput and SLO violation ratio per system) as whole-run totals, with the run's
-    cost (§6.1 compares it in prose)."""
+    cost (§6.1 compares it in prose), and INFaaS's (cost, violations) frontier over its slack threshold."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -297,7 +371,7 @@ def plot_systems(systems: dict[str, dict], offered_qps: float, path: Path) -> No
 
     labels = [SYSTEM_STYLE[name][0] for name in systems]
     colours = [SYSTEM_STYLE[name][1] for name in systems]
-    fig, (served, violated, cost) = plt.subplots(1, 3, figsize=(11, 3.8))
+    fig, (served, violated, cost, trade) = plt.subplots(1, 4, figsize=(15, 3.8))
     x = np.arange(len(systems))
     bars = served.bar(x, [s["throughput_qps"] for s in systems.values()], 0.6, color=colours, alpha=0.45)
     served.bar_label(bars, fmt="%.0f", fontsize=8, padding=-11)  # inside: the offered line runs just above
@@ -318,6 +392,19 @@ def plot_systems(systems: dict[str, dict], offered_qps: float, path: Path) -> No
         ax.set_ylim(0, 1.25 * ax.get_ylim()[1])
     for ax in (served, violated, cost):
         ax.set_xticks(x, labels)
+    name, colour = SYSTEM_STYLE["infaas"]
+    trade.plot([q["cost"] for q in points], [100 * q["violations"] for q in points], "o-", color=colour, label=name)
+    for q in points:
+        trade.annotate(f"{q['slack']:g}", (q["cost"], 100 * q["violations"]), fontsize=7, xytext=(3, 3),
+                       textcoords="offset points")
+    for key, system in systems.items():
+        if key != "infaas":
+            label, colour = SYSTEM_STYLE[key]
+            trade.plot(system["cost_dollars"], 100 * system["slo_violation_ratio"], "s", color=colour, label=label)
+    trade.set_xlabel("cost, $", fontsize=9)
+    trade.set_ylabel("SLO violation ratio, %", fontsize=9)
+    trade.set_title("INFaaS over its slack threshold", fontsize=10)
+    trade.legend(fontsize=8)
     fig.suptitle(f"Azure conv trace scaled to {QPS_RANGE[0]:g}-{QPS_RANGE[1]:g} qps over {DURATION_S:g} s, "
                  f"noisy neighbour {NOISY.start_s:g}-{NOISY.end_s:g} s; whole machines billed", fontsize=10)
     fig.tight_layout()
@@ -329,13 +416,19 @@ def plot_systems(systems: dict[str, dict], offered_qps: float, path: Path) -> No
 def main() -> None:
     began = time.perf_counter()
     settings = Settings()
-    trace = settings.azure_trace("conv")
+    trace_path = settings.azure_trace("conv")
     cat, setup = catalogue(settings.kairos_data_dir)
-    rates = rate_curve(trace)
+    rates = rate_curve(trace_path)
     work = workloads(rates, SEED)
     num_queries = sum(len(a) for a in work.values())
     systems, decisions = run_systems(cat, rates, work)
-    sensitivity = slack_sensitivity(cat, rates, work)
+    points = frontier(cat, rates, work, systems["infaas"])
+    trace = {"infaas": per_hour(trace_changes(cat, rates)), "sm_plus": per_hour(trace_changes(pin(cat, PINS), rates)),
+             "clipper_plus": 0.0}
+    for name, reference in trace.items():
+        systems[name]["trace_loads_unloads_per_hour"] = reference
+    print("loads+unloads/h, run (trace): " + ", ".join(
+        f"{n} {s['loads_unloads_per_hour']} ({trace[n]})" for n, s in systems.items()), flush=True)
     deciles = sorted({round(float(q), 1) for q in np.quantile(rates, np.linspace(0.0, 1.0, 11))})
     comparison = greedy_vs_ilp(cat, deciles)
     beyond = greedy_vs_ilp(cat, EXTENDED_QPS)
@@ -361,11 +454,13 @@ def main() -> None:
         "greedy_decision_ms_max": round(float(decisions.max()), 3),
         "greedy_vs_ilp": {k: v for k, v in comparison.items() if k != "ilp_ms"},
         "greedy_vs_ilp_beyond_trace": {k: v for k, v in beyond.items() if k != "ilp_ms"},
-        "infaas_slack_threshold_sensitivity": sensitivity,
+        "infaas_frontier": points,
+        "loads_unloads_per_hour": {n: s["loads_unloads_per_hour"] for n, s in systems.items()},
+        "trace_loads_unloads_per_hour": trace,
         "decision_scaling": scaling,
         "setup": {
             **setup,
-            "trace": f"{trace} (Azure LLM inference trace, conv, 2023-11-16, CC-BY 4.0): arrivals per {BIN_S:g} s, "
+            "trace": f"{trace_path} (Azure LLM inference trace, conv, 2023-11-16, CC-BY 4.0): arrivals per {BIN_S:g} s, "
                      f"min-max scaled to {QPS_RANGE[0]:g}..{QPS_RANGE[1]:g} qps, {len(rates)} bins replayed in "
                      f"{DURATION_S:g} s as Poisson, seed {SEED}",
             "num_queries": num_queries,
@@ -373,12 +468,14 @@ def main() -> None:
             "noisy_neighbour": {"device": NOISY.device, "start_s": NOISY.start_s, "end_s": NOISY.end_s,
                                 "factor": NOISY.factor, "note": "assumed contention model"},
             "autoscaler": "slack_threshold 1.05, lambda 1/s, latency budget 0.5 x SLO, model poll 1 s, VM poll 2 s, "
-                          "VM thresholds 80%, idle worker stopped after 15 polls",
+                          "VM thresholds 80%, idle worker stopped after 15 polls; a scale-down holds T_v = load "
+                          "latency and 10 (CPU) / 20 (GPU) consecutive polls (authors' code); getVariant skips "
+                          "workers above 80% utilization",
             "cost": "whole machines, billed from start request (boot included) to stop",
         },
         "bench_wall_s": round(time.perf_counter() - began, 1),
     }
-    plot_systems(systems, num_queries / DURATION_S, FIGURE)
+    plot_systems(systems, points, num_queries / DURATION_S, FIGURE)
     payload["figure"] = str(FIGURE.relative_to(REPO))
     write_result("autoscale", payload)
     print(f"wrote {FIGURE}")

@@ -30,8 +30,8 @@ def settle(
 
     No queues and no delays: actions take effect at once, a machine for requests that fit nowhere
     appears at once, and each application's demand is spread over its instances in proportion to
-    their ``Q``. Polls (1 s apart, so every ``T_v`` wait passes) repeat until two in a row change
-    nothing. This isolates the heuristic's choices from the dynamics, for comparison with the ILP.
+    their ``Q``. Polls (1 s apart) repeat until two in a row change nothing with no scale-down
+    waiting out its delay. This isolates the heuristic's choices from the dynamics, for comparison with the ILP.
 
     Raises
     ------
@@ -55,7 +55,7 @@ def settle(
                 fleet[f"settle-{device}-{next(ids)}"] = (device, [(m.variant, m.application) for m in members])
         for worker_id in [w for w, (_, hosted) in fleet.items() if not hosted]:
             del fleet[worker_id]
-        quiet = 0 if (decision.actions or decision.requests) else quiet + 1
+        quiet = 0 if (decision.actions or decision.requests or greedy.waiting) else quiet + 1
         if quiet == 2:
             return _fluid_state(catalogue, fleet, demand_qps, float(poll), budget)
     raise RuntimeError(f"the greedy did not settle within {max_polls} polls")

@@ -1,6 +1,7 @@
 """INFaaS's runtime Model-Autoscaler: the greedy heuristic of §4.2.2 (spec §6.4), polled every second.
 
-Per worker ``w``, with ``Q_v`` the profiled saturation throughput and ``load`` the incoming rows/s::
+Per worker ``w``, with ``Q_v`` the profiled saturation throughput and ``load`` the incoming rows/s (each
+instance's share of its application's demand, queries waiting in the scheduler included)::
 
     headroom_w = sum_{instances on w} Q_v / sum_{instances on w} load
 
@@ -13,7 +14,10 @@ Per worker ``w``, with ``Q_v`` the profiled saturation throughput and ``load`` t
 * **Scale down** otherwise: remove one replica if the group's load still fits, or downgrade to a
   cheaper same-architecture variant (lower batch or cheaper hardware); whichever lowers the cost more.
   A candidate runs only after it has held continuously for ``T_v`` = the variant's loading latency
-  (counted again from zero for the next step down).
+  (paper), and for at least as many consecutive polls as the authors' code asks of its hardware
+  before scaling down (10 on CPU, 20 on GPU; spec Appendix A): with loading latencies of a few hundred
+  ms, ``T_v`` alone undoes a replica one second after a dip and loads it back at the next rise (counted
+  again from zero for the next step down).
 * **Resources** (constraint 3): instances go on the deciding worker if it has room, else on the
   best-fitting other worker of the right hardware; what fits nowhere becomes a request the
   VM-Autoscaler turns into a new machine (step (d) of the paper).
@@ -31,14 +35,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from shared.autoscale.catalogue import Catalogue, VariantOption
 from shared.autoscale.ledger import FleetLedger, GroupKey, Request
 from shared.autoscale.state import (
     AutoscaleState,
     InstanceSpec,
+    InstanceStatus,
     LoadInstance,
     ScaleActions,
     UnloadInstance,
@@ -50,6 +56,10 @@ from shared.infaas.state import InstanceState
 __all__ = ["GreedyConfig", "GreedyDecision", "GreedyModelAutoscaler"]
 
 _EPS = 1e-9
+
+#: consecutive scale-down checks the authors' code needs per hardware kind (``autoscaler.cc``: CPU 10,
+#: GPU 20, Inferentia 15 at its 1 s arbiter period; spec Appendix A)
+REF_SCALE_DOWN_CHECKS: Mapping[str, int] = MappingProxyType({"cpu": 10, "gpu": 20})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +78,8 @@ class GreedyConfig:
     mitigation_memory_s: float = 30.0
     #: the poll period the service and simulator use (paper §5: 1 s)
     poll_interval_s: float = 1.0
+    #: hardware kind -> consecutive polls a scale-down must hold besides ``T_v``; empty: ``T_v`` only
+    scale_down_checks: Mapping[str, int] = field(default_factory=lambda: REF_SCALE_DOWN_CHECKS)
 
     def __post_init__(self) -> None:
         if not 1.0 <= self.slack_threshold <= 2.0:
@@ -79,6 +91,13 @@ class GreedyConfig:
         for name in ("swap_timeout_s", "mitigation_memory_s", "poll_interval_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"`{name}` must be > 0, got {getattr(self, name)}")
+        if any(n < 0 for n in self.scale_down_checks.values()):
+            raise ValueError(f"`scale_down_checks` must be >= 0, got {dict(self.scale_down_checks)}")
+        object.__setattr__(self, "scale_down_checks", MappingProxyType(dict(self.scale_down_checks)))
+
+    def scale_down_wait_s(self, load_s: float, kind: str) -> float:
+        """How long a scale-down must hold: ``T_v`` and the kind's checks, whichever is longer."""
+        return max(load_s, self.scale_down_checks.get(kind, 0) * self.poll_interval_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +140,11 @@ class GreedyModelAutoscaler:
         self._since: dict[tuple, float] = {}
         #: worker id -> when an Interfered instance was last re-created on that same worker
         self._migrated_on: dict[str, float] = {}
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a scale-down is held back by its wait (nothing changes, yet a later poll may act)."""
+        return bool(self._since)
 
     def decide(self, state: AutoscaleState, now_s: float, *, requests: Iterable[Request] = ()) -> GreedyDecision:
         """One poll: finish replacements, mitigate interference, then scale each worker's groups.
@@ -187,6 +211,20 @@ class _Poll:
         app_keys = [k for (a, k), n in self.ledger.total.items() if a == application and n > 0]
         total = self.capacity(application, app_keys)
         return demand * self.capacity(application, keys) / total if total > 0 else demand
+
+    def incoming(self, instance: InstanceStatus, device: str) -> float:
+        """The instance's share of its application's demand, as `group_load` splits it.
+
+        What an instance is routed is at most what it serves: queries waiting in the scheduler for a
+        saturated instance reach it only later, so its headroom would never fall below the threshold
+        (spec §12.23: measure *incoming* load, queued work included).
+        """
+        application = instance.application
+        if self.app_load[application] > 0:
+            return self.demand[application] * instance.load_qps / self.app_load[application]
+        option = self.catalogue.option.get((instance.variant, device))
+        return 0.0 if option is None else self.group_load(application, [option.key]) / max(
+            1, self.ledger.total[(application, option.key)])
 
     def app_instances(self, application: str) -> int:
         return sum(n for (a, _), n in self.ledger.total.items() if a == application)
@@ -294,7 +332,7 @@ class _Poll:
             serving = [i for i in worker.instances if i.ready]
             capacity = sum(self.q(i.application, self.catalogue.option[(i.variant, worker.device)])
                            for i in serving if (i.variant, worker.device) in self.catalogue.option)
-            load = sum(i.load_qps for i in serving)
+            load = sum(self.incoming(i, worker.device) for i in serving)
             headroom = capacity / load if load > 0 else math.inf
             if load > 0:
                 self.headroom[worker.worker_id] = headroom
@@ -379,7 +417,8 @@ class _Poll:
             return False
         candidate = (worker.worker_id, application, architecture, kind, key)
         since = self.owner._since.setdefault(candidate, self.now)
-        if self.now - since < self.catalogue.option[victim].load_s:
+        option = self.catalogue.option[victim]
+        if self.now - since < self.cfg.scale_down_wait_s(option.load_s, self.catalogue.worker_type[option.device].kind):
             self.seen.add(candidate)
             return False
         if kind == "remove":

@@ -4,6 +4,8 @@ For each queued query, in arrival order, getVariant runs over the query's candid
 scheduler already filtered them by family and accuracy floor) with the live fleet: a worker's loaded
 variants are Active instances unless the last metadata snapshot says Overloaded or Interfered; least
 loaded means the shortest predicted busy time, then fewest inflight batches, then lowest monitored QPS.
+A worker the snapshot shows above ``max_utilization`` (80%) is left out of the fleet, as
+`FleetState.from_records` does: no query is routed to it by getVariant and no variant loaded on it.
 
 - **Active** match: the query goes to that instance's worker if it is idle, together with other queued
   queries that variant may serve, while the batch's profiled latency stays within all their SLOs and
@@ -12,8 +14,9 @@ loaded means the shortest predicted busy time, then fewest inflight batches, the
 - **Inactive** match: the decision asks for the (worker, variant) to be loaded (`DispatchDecision.loads`,
   once per ``reload_after_s`` while it is not loaded; never when the worker holds it already, as the
   least-utilized worker of a type may when its instance is Overloaded or Interfered: a worker holds a
-  variant once) and meanwhile serves the query on an idle worker that has some candidate loaded
-  (shortest profiled latency first).
+  variant once; never when no worker of the type may take it, which is the VM-Autoscaler's to answer)
+  and meanwhile serves the query on an idle worker that has some candidate loaded (shortest profiled
+  latency first).
 - **Suggestion** / nothing matches: served the same way, on the closest loaded candidate.
 
 Static profiles are the catalogue's (the constructor's `ProfileSet`) plus whatever the metadata store
@@ -25,7 +28,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from shared.infaas.records import FleetState, InstanceRecord, Key, MetadataSnapshot, VariantRecord
+from shared.infaas.records import (
+    MAX_DISPATCH_UTILIZATION,
+    FleetState,
+    InstanceRecord,
+    Key,
+    MetadataSnapshot,
+    VariantRecord,
+)
 from shared.infaas.select import Selection, SelectionStatus, VariantIndex, VariantQuery, get_variant
 from shared.infaas.state import InstanceState
 from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy, PendingQuery, WorkerView
@@ -51,11 +61,14 @@ class InfaasDispatch(DispatchPolicy):
         records of the same (variant, device) replace them).
     reload_after_s : float
         A load asked for and not seen done is asked for again after this long.
+    max_utilization : float
+        Workers the last snapshot shows busier than this are left out of getVariant's fleet.
     """
 
     name = "infaas"
 
-    def __init__(self, profiles: ProfileSet | None = None, *, reload_after_s: float = 5.0) -> None:
+    def __init__(self, profiles: ProfileSet | None = None, *, reload_after_s: float = 5.0,
+                 max_utilization: float = MAX_DISPATCH_UTILIZATION) -> None:
         self._catalogue = {r.key: r for r in MetadataSnapshot.from_profiles(profiles).variants} if profiles else {}
         self._by_key: dict[Key, VariantRecord] = {}
         self._records: dict[str, list[VariantRecord]] = {}
@@ -65,6 +78,7 @@ class InfaasDispatch(DispatchPolicy):
         #: (worker id, variant) -> when its load was last asked for
         self._loads_asked: dict[tuple[str, str], float] = {}
         self._reload_after_s = reload_after_s
+        self._max_utilization = max_utilization
         self._set_static(self._catalogue)
 
     def update_from_metadata(self, snapshot: MetadataSnapshot) -> None:
@@ -129,7 +143,7 @@ class InfaasDispatch(DispatchPolicy):
         if selection.status is SelectionStatus.ACTIVE:
             worker = free.get(selection.worker_id)
             return None if worker is None else (worker, selection.variant, True)
-        if selection.status is SelectionStatus.INACTIVE:
+        if selection.status is SelectionStatus.INACTIVE and selection.worker_id is not None:
             key = (selection.worker_id, selection.variant)
             if key not in loaded and now_s - self._loads_asked.get(key, -math.inf) >= self._reload_after_s:
                 self._loads_asked[key] = now_s
@@ -148,10 +162,12 @@ class InfaasDispatch(DispatchPolicy):
 
     def _live_fleet(self, workers: Sequence[WorkerView], free: dict[str, WorkerView]) -> FleetState:
         """Active instances from what workers report loaded, states from the snapshot; workers already
-        given a batch in this call count as busy."""
+        given a batch in this call count as busy; workers above `max_utilization` are left out."""
         active: dict[Key, tuple] = {}
         placement: dict[str, tuple] = {}
         for worker in workers:
+            if self._utilization.get(worker.worker_id, 0.0) > self._max_utilization:
+                continue
             busy = worker.worker_id not in free
             live = (busy, worker.busy_remaining_ms, worker.inflight)
             for variant in worker.variants:

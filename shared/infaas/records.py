@@ -14,10 +14,15 @@ from dataclasses import dataclass, field
 from shared.infaas.state import InstanceState
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 
-__all__ = ["FleetState", "InstanceRecord", "Key", "MetadataSnapshot", "VariantRecord", "WorkerRecord"]
+__all__ = ["MAX_DISPATCH_UTILIZATION", "FleetState", "InstanceRecord", "Key", "MetadataSnapshot", "VariantRecord",
+           "WorkerRecord"]
 
 #: a variant on a device type: the unit selection picks (a "model-variant" includes its hardware)
 Key = tuple[str, str]
+
+#: workers busier than this take no query and no new variant: the authors' code blacklists workers above
+#: 80% CPU or GPU utilization for dispatch (spec §12.15 [REF]), the VM-Autoscaler's threshold (§6.5)
+MAX_DISPATCH_UTILIZATION = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +125,8 @@ class FleetState:
     which worker of each device type is least utilized.
 
     Overloaded and Interfered instances are absent from `active` by construction, so selection can never
-    return them while an Active instance matches.
+    return them while an Active instance matches; so are workers above `MAX_DISPATCH_UTILIZATION` (from
+    `active` and `placement`) when built by `from_records`.
     """
 
     #: (variant, device) -> the least-loaded worker with an Active instance of it
@@ -129,17 +135,23 @@ class FleetState:
     placement: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_records(cls, instances: Iterable[InstanceRecord], workers: Iterable[WorkerRecord]) -> "FleetState":
-        """Least loaded = lowest QPS (ties: worker id); lowest utilization likewise (spec §12.6)."""
+    def from_records(cls, instances: Iterable[InstanceRecord], workers: Iterable[WorkerRecord], *,
+                     max_utilization: float = MAX_DISPATCH_UTILIZATION) -> "FleetState":
+        """Least loaded = lowest QPS (ties: worker id); lowest utilization likewise (spec §12.6); workers
+        above `max_utilization` are skipped (an instance on a worker without a record is kept)."""
+        workers = list(workers)
+        busy = {w.worker_id for w in workers if w.utilization > max_utilization}
         active: dict[Key, tuple[float, str]] = {}
         for inst in instances:
-            if inst.state is InstanceState.ACTIVE:
+            if inst.state is InstanceState.ACTIVE and inst.worker_id not in busy:
                 rank = (inst.qps, inst.worker_id)
                 if inst.key not in active or rank < active[inst.key]:
                     active[inst.key] = rank
         placement: dict[str, tuple[float, str]] = {}
         for worker in workers:
             rank = (worker.utilization, worker.worker_id)
+            if worker.worker_id in busy:
+                continue
             if worker.device not in placement or rank < placement[worker.device]:
                 placement[worker.device] = rank
         return cls(active={k: w for k, (_, w) in active.items()},
@@ -166,5 +178,5 @@ class MetadataSnapshot:
         apps = {app: tuple(families) for app, families in (applications or {}).items()}
         return cls(variants=records, applications=apps, **dynamic)
 
-    def fleet(self) -> FleetState:
-        return FleetState.from_records(self.instances, self.workers)
+    def fleet(self, *, max_utilization: float = MAX_DISPATCH_UTILIZATION) -> FleetState:
+        return FleetState.from_records(self.instances, self.workers, max_utilization=max_utilization)

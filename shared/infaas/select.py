@@ -4,15 +4,22 @@ Given a query's goals (rows ``b``, latency SLO ``S``, accuracy floor ``A``), ove
 scope (an application's families, one family, or a scheduler's candidate list):
 
 1. **Active**: among (variant, device) pairs with an Active instance that match, i.e.
-   ``accuracy >= A``, ``T(b) <= S`` and ``b <= max batch``, the cheapest per row
-   (``price * T(b)``; ties: the smallest positive slack ``S - T(b)``, spec §12.2), on the least-loaded
-   worker running it;
-2. **Inactive**: else the matching pair with the lowest ``load + T(b)`` latency whose device type has a
-   worker, on that type's least-utilized worker (the variant is loaded there);
-3. **Suggested**: else the placeable pair closest to the goals,
+   ``accuracy >= A``, ``T(b) <= S`` and ``b <= max batch``, the one with the lowest hardware cost
+   (the device's $/h), ties to the smallest slack ``S - T(b)`` (spec §12.2: the slowest variant that
+   still meets the SLO, so fast ones stay free, as the authors' code), on the least-loaded worker
+   running it. Running time does not enter the cost: a pair is billed for its hardware whether it
+   answers in 10 ms or 40 ms;
+2. **Inactive**: else the matching pair with the lowest ``load + T(b)`` latency on *any* device type
+   of the scope, on that type's least-utilized worker (the variant is loaded there), or with no
+   worker (``worker_id`` None) when the type has none that may take it: "(d) may not be loaded due to
+   lack of resources", which the VM-Autoscaler answers (spec §6.2, §6.5);
+3. **Suggested**: else the pair closest to the goals,
    ``max(0, A - acc) / A + max(0, T(b) - S) / S`` (spec §12.24), flagged as not meeting them.
 
-Ties always break on (variant, device) names, so the indexed and brute-force selectors agree exactly.
+Workers above 80% utilization take no query and no new variant ([REF]: blacklisted for dispatch;
+§6.5's threshold): `shared.infaas.records.FleetState.from_records` and the dispatch leave them out
+of the fleet, so here they are simply absent. Ties always break on (variant, device) names, so the
+indexed and brute-force selectors agree exactly.
 
 Index. `VariantIndex` keeps, per device type and per *batch bucket*, a Fenwick tree over the pairs in
 descending accuracy whose nodes hold their block sorted by latency with running minima of the
@@ -62,7 +69,7 @@ class SelectionStatus(str, Enum):
     ACTIVE = "active"            # a loaded instance meets the goals
     INACTIVE = "inactive"        # load `variant` on `worker_id`: it meets the goals
     SUGGESTED = "suggested"      # nothing meets the goals; the closest pair
-    UNAVAILABLE = "unavailable"  # no pair of the scope can run this batch on any worker
+    UNAVAILABLE = "unavailable"  # no pair of the scope can run this batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,7 @@ class Selection:
     message: str
     variant: str | None = None
     device: str | None = None
+    #: None for an Inactive or suggested pair no worker of its type may take now (a new one must start)
     worker_id: str | None = None
     #: profiled latency of the query's batch on the chosen pair
     latency_ms: float | None = None
@@ -90,8 +98,8 @@ def _floor(query: VariantQuery) -> float:
     return -math.inf if query.accuracy_floor is None else query.accuracy_floor
 
 
-def _active_rank(record: VariantRecord, latency: float) -> tuple:
-    return (record.price_per_hour * latency, -latency, record.variant, record.device)
+def _active_rank(record: VariantRecord, latency: float, query: VariantQuery) -> tuple:
+    return (record.price_per_hour, query.slo_ms - latency, record.variant, record.device)
 
 
 def _inactive_rank(record: VariantRecord, latency: float) -> tuple:
@@ -116,14 +124,15 @@ def _active(record: VariantRecord, latency: float, worker_id: str) -> Selection:
                      record.variant, record.device, worker_id, latency, 0.0)
 
 
-def _inactive(record: VariantRecord, latency: float, worker_id: str) -> Selection:
-    return Selection(SelectionStatus.INACTIVE, f"load {record.variant!r} on {worker_id!r} (lowest load + "
+def _inactive(record: VariantRecord, latency: float, worker_id: str | None) -> Selection:
+    where = repr(worker_id) if worker_id is not None else f"a new {record.device!r} worker (none may take it)"
+    return Selection(SelectionStatus.INACTIVE, f"load {record.variant!r} on {where} (lowest load + "
                      f"inference latency among matching variants)", record.variant, record.device, worker_id,
                      latency, record.load_latency_ms or 0.0)
 
 
 def _suggested(record: VariantRecord, latency: float, query: VariantQuery, fleet: FleetState) -> Selection:
-    worker = fleet.active.get(record.key) or fleet.placement[record.device]
+    worker = fleet.active.get(record.key) or fleet.placement.get(record.device)
     return Selection(
         SelectionStatus.SUGGESTED,
         f"requirements_not_met: no variant reaches accuracy {query.accuracy_floor} within {query.slo_ms:g} ms "
@@ -135,7 +144,7 @@ def _suggested(record: VariantRecord, latency: float, query: VariantQuery, fleet
 
 def _unavailable(query: VariantQuery) -> Selection:
     return Selection(SelectionStatus.UNAVAILABLE,
-                     f"no variant of the scope can run batch {query.batch_size} on a worker of its device type")
+                     f"no variant of the scope can run batch {query.batch_size}")
 
 
 # ------------------------------------------------------------------------------------------- index
@@ -204,7 +213,7 @@ class VariantIndex:
                 continue
             latency = record.latency_ms(query.batch_size)
             if _matches(record, latency, query):
-                rank = _active_rank(record, latency)
+                rank = _active_rank(record, latency, query)
                 if best is None or rank < best[0]:
                     best = (rank, record, latency, worker_id)
         return None if best is None else _active(best[1], best[2], best[3])
@@ -214,7 +223,7 @@ class VariantIndex:
         best = None
         for device in self.devices:
             tree = self._trees.get((device, bucket))
-            if tree is None or device not in fleet.placement:
+            if tree is None:
                 continue
             rank = tree.min_rank(_floor(query), query.slo_ms)
             if rank is not None and (best is None or rank < best):
@@ -222,7 +231,7 @@ class VariantIndex:
         if best is None:
             return None
         record = self._by_key[best]
-        return _inactive(record, record.latency_ms(query.batch_size), fleet.placement[record.device])
+        return _inactive(record, record.latency_ms(query.batch_size), fleet.placement.get(record.device))
 
     def suggest(self, query: VariantQuery, fleet: FleetState) -> Selection:
         return _suggest(self.records.values(), query, fleet)
@@ -232,7 +241,7 @@ def _suggest(records: Iterable[VariantRecord], query: VariantQuery, fleet: Fleet
     best = None
     for record in records:
         latency = record.latency_ms(query.batch_size)
-        if latency is None or record.device not in fleet.placement:
+        if latency is None:
             continue
         rank = (_distance(record, latency, query), record.variant, record.device)
         if best is None or rank < best[0]:
@@ -250,12 +259,14 @@ def get_variant(query: VariantQuery, index: VariantIndex, fleet: FleetState) -> 
     index : VariantIndex
         The scope's static profiles (e.g. every variant of an application's families).
     fleet : FleetState
-        Active instances (least-loaded worker of each) and the least-utilized worker per device type.
+        Active instances (least-loaded worker of each) and the least-utilized worker per device type,
+        workers above 80% utilization left out.
 
     Returns
     -------
     Selection
-        ``success`` is False for a suggestion or when nothing can run the batch.
+        ``success`` is False for a suggestion or when nothing can run the batch; ``worker_id`` is None
+        when the chosen pair must wait for a new worker of its type.
 
     Examples
     --------
@@ -277,15 +288,14 @@ def brute_force_get_variant(query: VariantQuery, records: Iterable[VariantRecord
         if not _matches(record, latency, query):
             continue
         if record.key in fleet.active:
-            rank = _active_rank(record, latency)
+            rank = _active_rank(record, latency, query)
             if active is None or rank < active[0]:
                 active = (rank, record, latency)
-        if record.device in fleet.placement:
-            rank = _inactive_rank(record, latency)
-            if inactive is None or rank < inactive[0]:
-                inactive = (rank, record, latency)
+        rank = _inactive_rank(record, latency)
+        if inactive is None or rank < inactive[0]:
+            inactive = (rank, record, latency)
     if active is not None:
         return _active(active[1], active[2], fleet.active[active[1].key])
     if inactive is not None:
-        return _inactive(inactive[1], inactive[2], fleet.placement[inactive[1].device])
+        return _inactive(inactive[1], inactive[2], fleet.placement.get(inactive[1].device))
     return _suggest(records, query, fleet)

@@ -57,6 +57,14 @@ def test_scales_up_exactly_when_headroom_falls_below_the_slack_threshold():
     assert tight.actions.loads[0].reason.startswith("replicate")
 
 
+def test_headroom_counts_the_queries_waiting_for_a_saturated_instance():
+    """Spec §12.23: incoming load. The instance is routed only what it serves (95 of Q = 100 rows/s:
+    headroom 1.05), but the application's queries arrive at 350 rows/s: 3 more replicas."""
+    decision = GreedyModelAutoscaler(catalogue()).decide(state(worker("w1", 1, 95.0), demand=350.0), 0.0)
+    assert decision.headroom["w1"] == pytest.approx(100 / 350)
+    assert [(a.worker_id, a.variant) for a in decision.actions.loads] == [("w1", "m")] * 3
+
+
 def test_threshold_is_configurable():
     scaler = GreedyModelAutoscaler(catalogue(), config=GreedyConfig(slack_threshold=1.2))
     assert scaler.decide(state(worker("w1", 1, 85.0)), 0.0).actions.loads  # 1.18 < 1.2
@@ -91,8 +99,12 @@ def test_upgrade_unloads_the_old_instances_only_once_the_new_ones_serve():
     assert [(u.worker_id, u.variant) for u in done.actions.unloads] == [("w1", "m")] * 10
 
 
+#: the paper's rule alone: T_v = the loading latency, without the authors' code's consecutive checks
+PAPER_T_V = GreedyConfig(scale_down_checks={})
+
+
 def test_scale_down_waits_t_v_equal_to_the_loading_latency():
-    scaler = GreedyModelAutoscaler(catalogue(cpu_load_ms=3000.0))  # T_v = 3 s
+    scaler = GreedyModelAutoscaler(catalogue(cpu_load_ms=3000.0), config=PAPER_T_V)  # T_v = 3 s
     quiet = state(worker("w1", 3, 50.0))
     assert [bool(scaler.decide(quiet, t).actions.unloads) for t in (0.0, 1.0, 2.0)] == [False] * 3
     removed = scaler.decide(quiet, 3.0).actions.unloads
@@ -103,7 +115,7 @@ def test_scale_down_waits_t_v_equal_to_the_loading_latency():
 
 
 def test_scale_down_timer_resets_when_the_condition_breaks():
-    scaler = GreedyModelAutoscaler(catalogue(cpu_load_ms=3000.0))
+    scaler = GreedyModelAutoscaler(catalogue(cpu_load_ms=3000.0), config=PAPER_T_V)
     quiet, busy = state(worker("w1", 3, 50.0)), state(worker("w1", 3, 250.0))
     assert not scaler.decide(quiet, 0.0).actions
     assert not scaler.decide(busy, 1.0).actions.unloads
@@ -116,8 +128,19 @@ def test_the_last_instance_of_an_application_stays():
     assert not scaler.decide(state(worker("w1", 1, 0.0)), 5.0).actions
 
 
+def test_scale_down_also_holds_for_the_reference_codes_checks_per_hardware():
+    """Appendix A: 10 consecutive checks on CPU, 20 on GPU (1 s polls), when T_v is shorter."""
+    scaler = GreedyModelAutoscaler(catalogue(cpu_load_ms=300.0))
+    quiet = state(worker("w1", 3, 50.0))
+    assert [bool(scaler.decide(quiet, float(t)).actions.unloads) for t in range(11)] == [False] * 10 + [True]
+    gpu = GreedyModelAutoscaler(catalogue(gpu_load_ms=500.0))
+    low = state(worker("g1", 1, 150.0, device="gpu-vm"), worker("c1", 0, 0.0))
+    assert [bool(gpu.decide(low, float(t)).actions.loads) for t in range(21)] == [False] * 20 + [True]
+    assert GreedyConfig().scale_down_wait_s(30.0, "cpu") == 30.0, "a longer T_v still rules"
+
+
 def test_downgrade_to_cheaper_hardware_after_t_v():
-    scaler = GreedyModelAutoscaler(catalogue(gpu_load_ms=2000.0))
+    scaler = GreedyModelAutoscaler(catalogue(gpu_load_ms=2000.0), config=PAPER_T_V)
     low = state(worker("g1", 1, 150.0, device="gpu-vm"), worker("c1", 0, 0.0))
     assert not scaler.decide(low, 0.0).actions and not scaler.decide(low, 1.0).actions
     down = scaler.decide(low, 2.0).actions  # 2 CPU replicas (0.08 $/h) replace the GPU (0.526 $/h)

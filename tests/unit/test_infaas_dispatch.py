@@ -41,7 +41,20 @@ def sent(decision):
 
 def test_active_instance_meeting_the_slo_gets_the_query():
     decision = policy().decide(0.0, [query(0)], [worker("w1", ["slow"]), worker("w2", ["fast"])])
-    assert sent(decision) == {("0",): ("w2", "fast")}  # cheaper per row (price x latency)
+    # same hardware cost: the smallest slack (30 ms within 50) keeps the fast variant free (spec §12.2)
+    assert sent(decision) == {("0",): ("w1", "slow")}
+
+
+def test_workers_above_80_percent_utilization_are_skipped():
+    decision = policy(utilization={"w1": 0.85, "w2": 0.1}).decide(
+        0.0, [query(0)], [worker("w1", ["slow"]), worker("w2", ["fast"])])
+    assert sent(decision) == {("0",): ("w2", "fast")}
+
+
+def test_no_load_is_asked_when_no_worker_of_the_type_may_take_it():
+    dispatch = policy(utilization={"w1": 0.9})
+    decision = dispatch.decide(0.0, [query(0, slo=10.0)], [worker("w1", ["slow"])])
+    assert decision.loads == () and sent(decision) == {("0",): ("w1", "slow")}, "served on what is loaded"
 
 
 def test_least_loaded_worker_among_instances_of_the_chosen_variant():
@@ -108,7 +121,8 @@ def test_metadata_store_profiles_extend_and_replace_the_catalogues():
     dispatch.update_from_metadata(MetadataSnapshot.from_profiles(store_view))
     workers = [worker("w1", ["fast"]), worker("w2", ["slow"]), worker("w3", ["reg"])]
     candidates = ("fast", "slow", "reg")
-    assert sent(dispatch.decide(0.0, [query(0, candidates=candidates)], workers)) == {("0",): ("w3", "reg")}
+    # only the store knows `reg` (1 ms): the one variant within a 2 ms SLO
+    assert sent(dispatch.decide(0.0, [query(0, slo=2.0, candidates=candidates)], workers)) == {("0",): ("w3", "reg")}
     # the store's profile of `fast` (40 ms) replaced the catalogue's (2 ms): a 35 ms SLO now needs `slow`
     decision = dispatch.decide(0.0, [query(1, slo=35.0, candidates=("fast", "slow"))], workers)
     assert sent(decision) == {("1",): ("w2", "slow")}

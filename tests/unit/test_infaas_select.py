@@ -48,18 +48,35 @@ def instance(variant, worker, state=InstanceState.ACTIVE, qps=0.0):
 
 def test_rule4_a_matching_active_variant_wins_on_its_least_loaded_worker():
     fleet = fleet_of([instance("mid", "w1", qps=90.0), instance("mid", "w2", qps=10.0)],
-                     {"w1": 0.1, "w2": 0.9, "w3": 0.0})
+                     {"w1": 0.1, "w2": 0.7, "w3": 0.0})
     chosen = select(VariantQuery(1, 50.0, 0.75), fleet)
     assert (chosen.status, chosen.variant, chosen.worker_id) == (SelectionStatus.ACTIVE, "mid", "w2")
     assert chosen.load_latency_ms == 0.0 and chosen.success
 
 
-def test_rule4_active_variants_rank_by_cost_then_smallest_slack():
-    records = [record("cheap", price=0.1, latency=30.0), record("dear", price=3.0, latency=5.0),
-               record("cheap-slower", price=0.1, latency=30.0)]
-    fleet = fleet_of([instance(v, "w1") for v in ("cheap", "dear", "cheap-slower")], {"w1": 0.0})
-    chosen = get_variant(VariantQuery(1, 50.0), VariantIndex(records), fleet)
-    assert chosen.variant == "cheap" == brute_force_get_variant(VariantQuery(1, 50.0), records, fleet).variant
+def test_rule4_active_variants_rank_by_hardware_cost_then_smallest_slack():
+    """Spec §12.2: lowest hardware cost first, ties to the smallest positive slack ``SLO - T(b)``."""
+    records = [record("quick", price=0.3, latency=10.0), record("slower", price=0.3, latency=40.0),
+               record("gpu", device="gpu", price=0.5, latency=2.0), record("too-slow", price=0.1, latency=60.0)]
+    fleet = FleetState(active={r.key: "w1" for r in records})
+    query = VariantQuery(1, 50.0)
+    chosen = get_variant(query, VariantIndex(records), fleet)
+    # too-slow is cheapest but misses 50 ms; quick and slower cost the same: slower leaves 10 ms, quick 40
+    assert chosen.variant == "slower" == brute_force_get_variant(query, records, fleet).variant
+    # not $/h x latency (which prefers quick, 3.0 < 12.0) and not the GPU, though it is 20x faster
+    cpu_or_gpu = [records[0], records[2]]
+    assert get_variant(query, VariantIndex(cpu_or_gpu), FleetState(active={r.key: "w1" for r in cpu_or_gpu})
+                       ).device == "cpu"
+
+
+def test_rule4_workers_above_80_percent_utilization_are_skipped():
+    """[REF]: workers above 80% are blacklisted for dispatch: the replica on w2 (90%) is not taken, even
+    though it is the least loaded, and neither is w2 for a load."""
+    instances = [instance("mid", "w1", qps=90.0), instance("mid", "w2", qps=10.0)]
+    chosen = select(VariantQuery(1, 50.0, 0.75), fleet_of(instances, {"w1": 0.5, "w2": 0.9}))
+    assert (chosen.status, chosen.worker_id) == (SelectionStatus.ACTIVE, "w1")
+    chosen = select(VariantQuery(1, 50.0, 0.75), fleet_of(instances[1:], {"w2": 0.9}))
+    assert (chosen.status, chosen.variant, chosen.worker_id) == (SelectionStatus.INACTIVE, "mid-quick-load", None)
 
 
 @pytest.mark.parametrize("state", [InstanceState.OVERLOADED, InstanceState.INTERFERED])
@@ -77,11 +94,15 @@ def test_rule6_only_inactive_matches_gives_min_load_plus_inference_on_least_util
     assert chosen.load_latency_ms == 100.0 and chosen.latency_ms == 20.0
 
 
-def test_rule6_needs_a_worker_of_the_variants_device_type():
+def test_rule6_considers_every_device_type_of_the_catalogue():
+    """The fastest loader is on a type with no worker now: it is still the choice, with no worker (the
+    VM-Autoscaler starts one); with a GPU worker it goes there."""
     records = [record("gpu-fast", device="gpu", latency=1.0, load=10.0), record("cpu-slow", latency=40.0)]
-    fleet = FleetState(placement={"cpu": "c1"})
-    chosen = get_variant(VariantQuery(1, 50.0), VariantIndex(records), fleet)
-    assert (chosen.variant, chosen.worker_id) == ("cpu-slow", "c1")
+    chosen = get_variant(VariantQuery(1, 50.0), VariantIndex(records), FleetState(placement={"cpu": "c1"}))
+    assert (chosen.status, chosen.variant, chosen.worker_id) == (SelectionStatus.INACTIVE, "gpu-fast", None)
+    assert "new 'gpu' worker" in chosen.message and chosen.success
+    fleet = FleetState(placement={"cpu": "c1", "gpu": "g1"})
+    assert get_variant(VariantQuery(1, 50.0), VariantIndex(records), fleet).worker_id == "g1"
 
 
 def test_rule7_nothing_matches_gives_a_flagged_suggestion():
@@ -92,9 +113,12 @@ def test_rule7_nothing_matches_gives_a_flagged_suggestion():
     # distance: fast-lo 0.2/0.9 = 0.22 ; slow-hi 75/5 = 15 ; mid 0.11 + 1 = 1.11
 
 
-def test_batch_beyond_every_max_batch_or_no_worker_is_unavailable():
+def test_batch_beyond_every_max_batch_is_unavailable_and_no_worker_is_not():
     assert select(VariantQuery(9, 500.0), fleet_of([], {"w1": 0.0})).status is SelectionStatus.UNAVAILABLE
-    assert select(VariantQuery(1, 500.0), FleetState()).status is SelectionStatus.UNAVAILABLE
+    chosen = select(VariantQuery(1, 500.0), FleetState())
+    assert (chosen.status, chosen.variant, chosen.worker_id) == (SelectionStatus.INACTIVE, "fast-lo", None)
+    suggested = select(VariantQuery(1, 5.0, 0.9), FleetState())
+    assert (suggested.status, suggested.variant, suggested.worker_id) == (SelectionStatus.SUGGESTED, "fast-lo", None)
 
 
 def test_latency_is_looked_up_at_the_querys_batch():
