@@ -1,7 +1,8 @@
 """Kairos (HPDC'23): cost-efficient inference on heterogeneous cloud instances, pure and I/O-free.
 
 * `KairosDispatch` - query distribution as min-cost bipartite matching (Eq. 1-8);
-* `LatencyPredictor` - online latency learning, linear fit -> lookup table;
+* `LatencyPredictor` - online latency learning, linear fit -> lookup table; `QosMargin` - the QoS
+  safeguard xi, widened by the prediction error observed at completions;
 * `KairosPlanner` - throughput upper bound (Eq. 9-15) for every configuration within budget, ranked,
   with the similarity rule; `kairos_plus` - the UB-pruned online search (Algorithm 1);
 * `BatchSizeMonitor` - the sliding window of query sizes and the re-plan trigger;
@@ -9,6 +10,7 @@
 """
 from shared.kairos.dispatch import KairosDispatch
 from shared.kairos.distribution import DistributionStats, distribution_stats, qos_limit
+from shared.kairos.margin import QosMargin
 from shared.kairos.matching import heterogeneity_coefficients, kairos_cost_matrix
 from shared.kairos.monitor import BatchSizeMonitor, ShiftReport, ks_statistic
 from shared.kairos.planner import ConfigRanking, KairosPlanner
@@ -17,6 +19,7 @@ from shared.kairos.search import KairosPlusResult, kairos_plus
 from shared.kairos.selection import Selection, rank_configs, select_config
 from shared.kairos.table import LatencyTable
 from shared.kairos.upper_bound import (
+    budget_maximal,
     config_costs,
     configuration_upper_bounds,
     enumerate_configs,
@@ -32,8 +35,10 @@ __all__ = [
     "KairosPlusResult",
     "LatencyPredictor",
     "LatencyTable",
+    "QosMargin",
     "Selection",
     "ShiftReport",
+    "budget_maximal",
     "config_costs",
     "configuration_upper_bounds",
     "distribution_stats",

@@ -3,7 +3,9 @@
 On every call it matches the first ``rows_per_worker * n`` queued queries against *all* n workers with
 the cost of `kairos_cost_matrix` and a rectangular linear sum assignment. Only pairs on idle workers are
 dispatched, one query per assignment (Kairos never batches queries together); a query matched to a busy
-worker stays queued, "reserved", and is re-matched at the next event with a longer wait.
+worker stays queued, "reserved", and is re-matched at the next event with a longer wait. The QoS safeguard
+xi widens with the prediction error observed at completions (`QosMargin`; unchanged while predictions are
+exact).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from shared.kairos.margin import QosMargin
 from shared.kairos.matching import PENALTY_FACTOR, XI, cost_matrix_unchecked, heterogeneity_coefficients
 from shared.kairos.predictor import LatencyPredictor
 from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy, PendingQuery, WorkerView
@@ -28,6 +31,8 @@ class KairosDispatch(DispatchPolicy):
     ----------
     latency : profiles (seed a warm `LatencyPredictor`) or a predictor to use and keep learning.
     xi : QoS safeguard (0.98): a pair predicted past ``xi * T_qos`` counts as a violation.
+    margin_quantile : widen ``xi`` to ``1 - z * (observed rms relative prediction error)`` with ``z`` this
+        normal quantile (`QosMargin`); None keeps ``xi`` fixed.
     penalty_factor : an infeasible pair costs ``penalty_factor * T_qos`` (the paper's 10).
     penalty_tiebreak : add ``C_j L_ij`` to penalised costs (spec §8.2 option).
     hold_infeasible : keep a query queued rather than dispatch it to an idle worker where it would miss
@@ -45,6 +50,7 @@ class KairosDispatch(DispatchPolicy):
         latency: ProfileSet | LatencyPredictor,
         *,
         xi: float = XI,
+        margin_quantile: float | None = 0.99,
         penalty_factor: float = PENALTY_FACTOR,
         penalty_tiebreak: bool = False,
         hold_infeasible: bool = False,
@@ -63,6 +69,9 @@ class KairosDispatch(DispatchPolicy):
             latency if isinstance(latency, LatencyPredictor) else LatencyPredictor.from_profiles(latency)
         )
         self._xi = xi
+        self._margin = QosMargin(xi, margin_quantile) if margin_quantile is not None else None
+        #: (device, variant, batch size) -> latencies predicted for the queries in flight there, oldest first
+        self._in_flight: dict[tuple[str, str, int], list[float]] = {}
         self._penalty_factor = penalty_factor
         self._tiebreak = penalty_tiebreak
         self._hold = hold_infeasible
@@ -86,12 +95,12 @@ class KairosDispatch(DispatchPolicy):
         qos = per_row[:, 1]
         wait = (now_s - per_row[:, 2]) * 1000.0
         cost, feasible = cost_matrix_unchecked(
-            latency, wait, coeff, qos, self._penalty_factor * qos, xi=self._xi, penalty_tiebreak=self._tiebreak
+            latency, wait, coeff, qos, self._penalty_factor * qos, xi=self.xi, penalty_tiebreak=self._tiebreak
         )
         if not allowed.all():  # a pair that cannot run at all must never win: cost it above any real entry
             cost[~allowed] = 2.0 * float(cost.max()) * max(len(rows), len(workers)) + 1.0
         matched_rows, matched_cols = linear_sum_assignment(cost)
-        assignments = []
+        assignments, pairs = [], []
         for i, j in zip(matched_rows.tolist(), matched_cols.tolist()):
             if not idle[j] or not allowed[i, j]:
                 continue
@@ -99,9 +108,32 @@ class KairosDispatch(DispatchPolicy):
                 continue
             variant = variant_of[(rows[i].candidate_variants, column_group[j])]
             assignments.append(Assignment(workers[j].worker_id, variant, (rows[i].query_id,)))
+            pairs.append((i, j, variant))
+        if self._margin is not None and pairs:
+            self._remember_predictions(pairs, rows, latency, workers)
         return DispatchDecision(assignments=tuple(assignments))
 
+    def _remember_predictions(
+        self, pairs: list[tuple[int, int, str]], rows: Sequence[PendingQuery], latency: np.ndarray,
+        workers: Sequence[WorkerView],
+    ) -> None:
+        """Keep each dispatched pair's predicted latency (``L`` less the worker's remaining time) until its
+        completion tells how far off it was. Queries of one size on one device type are predicted alike, so
+        any of their predictions pairs with any of their completions."""
+        for i, j, variant in pairs:
+            key = (workers[j].device, variant, rows[i].batch_size)
+            self._in_flight.setdefault(key, []).append(float(latency[i, j]) - workers[j].busy_remaining_ms)
+
+    @property
+    def xi(self) -> float:
+        """The QoS safeguard in use: ``xi``, widened by the observed prediction error (`QosMargin`)."""
+        return self._margin.xi if self._margin is not None else self._xi
+
     def on_batch_finished(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+        if self._margin is not None:
+            predicted = self._in_flight.get((device, variant, batch_size))
+            if predicted:
+                self._margin.observe(predicted.pop(0), latency_ms)
         if self._learn:
             self.predictor.observe(device, variant, batch_size, latency_ms)
             self._coefficient_cache.clear()

@@ -49,6 +49,10 @@ class KairosPlanner(Planner):
         every batch size, g4dn.xlarge on the paper's data).
     max_counts : per-device caps, in ``devices`` order (default: only the budget limits counts).
     qos_ms : QoS target (default: ``profiles.slo_ms[variant]``).
+    xi : the auxiliary QoS limits ``s`` are the first sizes past ``xi * qos_ms``. 1 (default) is the
+        artifact's ``vio_batch``; pass the dispatcher's safeguard (`KairosDispatch.xi`) so that the bound
+        counts as auxiliary work only what the matcher will send there: a pair past ``xi * T_qos`` is a
+        violation to it (Eq. 5), and the safeguard widens with the prediction error it observes.
     """
 
     name = "kairos"
@@ -64,6 +68,7 @@ class KairosPlanner(Planner):
         base: str | None = None,
         max_counts: Sequence[int] | None = None,
         qos_ms: float | None = None,
+        xi: float = 1.0,
     ) -> None:
         self.application = application
         self.variant = variant or application
@@ -71,6 +76,9 @@ class KairosPlanner(Planner):
         if qos_ms is None and self.variant not in profiles.slo_ms:
             raise ValueError(f"no `qos_ms` given and no SLO profiled for {self.variant!r}")
         self.qos_ms = float(qos_ms if qos_ms is not None else profiles.slo_ms[self.variant])
+        if not 0 < xi <= 1:
+            raise ValueError(f"`xi` must be in (0, 1], got {xi}")
+        self.xi = float(xi)
         self.prices = {d: profiles.device_by_name[d].price_per_hour for d in self.table.devices}
         self.budget = float(budget_per_hour)
         self._base = base
@@ -84,7 +92,7 @@ class KairosPlanner(Planner):
         base = self._base or self._pick_base(sizes)
         aux = tuple(d for d in self.table.devices if d != base)
         devices = (base, *aux)
-        stats = distribution_stats(sizes, self.table, qos_ms=self.qos_ms, base=base, auxiliaries=aux)
+        stats = distribution_stats(sizes, self.table, qos_ms=self.xi * self.qos_ms, base=base, auxiliaries=aux)
         prices = [self.prices[d] for d in devices]
         caps = [self._caps[d] for d in devices] if self._caps is not None else None
         configs = enumerate_configs(prices, self.budget, max_counts=caps)
@@ -99,7 +107,7 @@ class KairosPlanner(Planner):
     def qos_limits(self) -> dict[str, int]:
         """Each device's QoS limit s (its first violating batch size); the batch-size monitor's shift
         check compares small-query shares at these."""
-        return {d: qos_limit(self.table, d, self.qos_ms) for d in self.table.devices}
+        return {d: qos_limit(self.table, d, self.xi * self.qos_ms) for d in self.table.devices}
 
     def plan(self, load: LoadSnapshot) -> FleetPlan:
         sizes = load.batch_sizes.get(self.application, ())

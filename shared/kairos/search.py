@@ -5,6 +5,12 @@ online or simulated throughput measurement). After an improvement, drop every co
 cannot beat the best so far; after every evaluation, drop the evaluated configuration's
 sub-configurations (element-wise <=), which are assumed never to beat it. Since UBs only decrease along
 the visit order, the search stops at the first UB <= best.
+
+The search space is every configuration within the budget ("configs <- list of all configs within cost
+budget"); those without a base instance have UB 0 and are never visited, but they count in
+`KairosPlusResult.fraction_evaluated`. With one consistent ``evaluate`` that the UB bounds and that adding
+instances never lowers, the result is the best of the whole space, so never below Kairos's one-shot pick
+measured the same way.
 """
 from __future__ import annotations
 

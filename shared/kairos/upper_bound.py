@@ -120,3 +120,14 @@ def enumerate_configs(
 
 def config_costs(configs: np.ndarray, prices: Sequence[float]) -> np.ndarray:
     return np.asarray(configs, dtype=np.float64) @ np.asarray(prices, dtype=np.float64)
+
+
+def budget_maximal(configs: np.ndarray, prices: Sequence[float], budget: float) -> np.ndarray:
+    """Mask of the configurations to which no further instance of any type fits within ``budget``.
+
+    Every other configuration is a sub-configuration of one of these (Kairos §5.2: "if x_1 can add more
+    instances to become x_2"), and sub-configurations are assumed never to beat it, the assumption
+    Algorithm 1 prunes with; a maximum over configurations (the Oracle) need only visit these.
+    """
+    price = np.asarray(prices, dtype=np.float64)
+    return budget + BUDGET_TOL - config_costs(configs, price) < price.min()

@@ -114,7 +114,7 @@ def test_with_five_percent_prediction_noise_kairos_still_beats_homogeneous():
 
     profiles = load_kairos_profiles()
     hom = homogeneous_fleet(0.526, 2.5)  # 4 g4dn, credited x1.19 for the unspent budget
-    rate = 85.0  # homogeneous bound: 4 x Q_b (~15 qps) x 1.19 ~ 71.5 qps
+    rate = 80.0  # homogeneous bound: 4 x Q_b (~15 qps) x 1.19 ~ 71.5 qps
     rng = np.random.default_rng(0)
     sizes = deeprecsys_sizes(3000, rng)
     arrivals = poisson_arrivals(rate, 3000, rng)

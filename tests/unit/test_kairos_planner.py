@@ -95,3 +95,18 @@ def test_registry_builds_the_kairos_planner_by_name(profiles):
     assert isinstance(planner, KairosPlanner) and planner.name == "kairos"
     plan = planner.plan(snapshot("dien", deeprecsys_sizes(2_000, np.random.default_rng(6))))
     assert plan.success and plan.device_counts().get("g4dn.xlarge", 0) >= 1
+
+
+def test_auxiliary_qos_limits_follow_the_dispatchers_safeguard(profiles):
+    """s is the first size past xi * T_qos: a tighter safeguard leaves fewer queries to the auxiliaries."""
+    sizes = deeprecsys_sizes(10_000, np.random.default_rng(0))
+    pool = load_kairos_pool()
+    artifact = KairosPlanner(profiles, application="dien", budget_per_hour=2.5, devices=pool.devices)
+    tight = KairosPlanner(profiles, application="dien", budget_per_hour=2.5, devices=pool.devices, xi=0.88)
+    assert artifact.qos_limits()["r5n.large"] == 430  # the artifact's vio_batch (spec A.1)
+    assert tight.qos_limits()["r5n.large"] < 430
+    loose_stats, tight_stats = artifact.rank(sizes).stats, tight.rank(sizes).stats
+    assert tight_stats.limit == {d: s for d, s in tight.qos_limits().items() if d != "g4dn.xlarge"}
+    assert all(tight_stats.f(a) < loose_stats.f(a) for a in tight_stats.auxiliaries)
+    with pytest.raises(ValueError):
+        KairosPlanner(profiles, application="dien", budget_per_hour=2.5, xi=1.2)

@@ -77,3 +77,35 @@ def test_kairos_plus_stops_once_ub_cannot_beat_the_best():
     # after 8.5, UBs 8 and 7 cannot win: they are never evaluated (even though the mock would say 100)
     assert [c for c, _ in result.evaluated] == [(1, 0), (0, 1)]
     assert (result.best_config, result.best_qps) == ((0, 1), 8.8)
+
+
+def test_kairos_plus_never_visits_baseless_configurations_but_counts_them_in_the_space():
+    """Algorithm 1 searches every configuration within the budget; without a base instance the UB is 0."""
+    from shared.kairos import LatencyTable, configuration_upper_bounds, distribution_stats
+    from shared.profiles.kairos import load_kairos_pool, load_kairos_profiles
+    from shared.sim import deeprecsys_sizes
+
+    pool = load_kairos_pool()
+    table = LatencyTable.from_profiles(load_kairos_profiles(), "dien", pool.devices)
+    stats = distribution_stats(deeprecsys_sizes(5000, np.random.default_rng(0)), table, qos_ms=35.0,
+                               base=pool.devices[0], auxiliaries=pool.devices[1:])
+    space = enumerate_configs(pool.prices, 2.5, min_base=0)
+    ub = configuration_upper_bounds(space, stats)
+    ub_of = {tuple(c): b for c, b in zip(space.tolist(), ub)}
+    result = kairos_plus(space, ub, lambda config: 0.9 * ub_of[config])
+    assert len(space) == 697 and result.num_configs == 697
+    assert all(config[0] >= 1 for config, _ in result.evaluated)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_kairos_plus_is_never_below_any_configuration_under_the_algorithms_assumptions(seed):
+    """With one consistent evaluation f <= UB, monotone under adding instances, KAIROS+ returns the best f
+    of the whole space: in particular never less than Kairos's one-shot pick, whichever it is."""
+    rng = np.random.default_rng(seed)
+    configs = enumerate_configs([1.0, 0.4, 0.25], 5.0)
+    weights = rng.uniform(0.5, 2.0, 3)
+    true = np.sqrt(configs @ weights) * rng.uniform(0.95, 1.0)  # monotone under adding instances
+    ub = true * rng.uniform(1.0, 1.3, len(true))  # a bound, loose by up to 30%
+    lookup = {tuple(c): t for c, t in zip(configs.tolist(), true)}
+    result = kairos_plus(configs, ub, lookup.__getitem__)
+    assert result.best_qps == pytest.approx(true.max())

@@ -82,3 +82,16 @@ def test_enumeration_counts_and_budget():
     }
     assert {tuple(c) for c in configs} == brute
     assert len(enumerate_configs(PRICES, 2.5, max_counts=[5, 6, 3, 15])) < 331
+
+
+def test_budget_maximal_configurations_cover_the_space():
+    from shared.kairos import budget_maximal
+
+    configs = enumerate_configs(PRICES, 2.5)
+    maximal = configs[budget_maximal(configs, PRICES, 2.5)]
+    assert len(maximal) == 70
+    assert np.all(2.5 - maximal @ np.array(PRICES) < min(PRICES))
+    # every configuration is one of them or a sub-configuration of one
+    assert all(np.any(np.all(c <= maximal, axis=1)) for c in configs)
+    # ... and none of them is a sub-configuration of another
+    assert not any(np.sum(np.all(m <= maximal, axis=1)) > 1 for m in maximal)
