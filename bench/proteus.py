@@ -21,7 +21,9 @@ Setting (ASPLOS'24 §6, spec §5, scaled to what this machine can simulate in mi
   headroom 1.5 as in the artifact) and the four ablations. The fair Sommelier, with Proteus' own
   headroom, is the "without model placement" ablation; the JSON repeats it as ``sommelier_fair``.
 - **Batching** (§6.4): Proteus's allocation and routing with Proteus / AIMD / Nexus batching, on
-  constant-rate efficientnet-lite load with uniform, Poisson and Gamma(shape 0.05) gaps.
+  constant-rate efficientnet-lite load with uniform, Poisson and Gamma(shape 0.05) gaps; Proteus also
+  with the paper's pseudo-code drop rule; and a sweep of Proteus against Nexus over Gamma shapes
+  (burstiness) at SLOs of 300 and 100 ms (``batching_sweep``).
 - **MILP time** (§6.8): `ProteusPlanner.plan` on SYNTHETIC profiles of the paper's size (9 families,
   46 variants, 3 device types) at 40 and 160 devices, over demand levels from light to overload.
 """
@@ -66,6 +68,14 @@ OVERLOAD = 1.4
 DIGITS_SHARE = 0.15
 SEED = 10  # the authors' artifact seeds its runs with 10
 BATCHING_SECONDS = 40.0
+#: the compared batching rules: name -> (policy, options). Proteus drops a head query that would miss its
+#: deadline in the batch the queue forms now, as the artifact and Nexus do; the paper's pseudo-code drops
+#: only one that would miss it run alone (and shrinks the batch instead)
+BATCHING_POLICIES: dict[str, tuple[str, dict[str, Any] | None]] = {
+    "proteus": ("proteus", None), "proteus_paper_drop": ("proteus", {"drop": "alone"}),
+    "aimd": ("aimd", None), "nexus": ("nexus", None)}
+SWEEP_SLO_MS = (300.0, 100.0)
+SWEEP_GAMMA_SHAPES = (0.05, 0.2, 0.5, 1.0, 4.0)
 MILP_FLEETS = {40: {"cpu": 20, "gpu-a": 10, "gpu-b": 10}, 160: {"cpu": 80, "gpu-a": 40, "gpu-b": 40}}
 MILP_LOADS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
@@ -179,25 +189,52 @@ def run_systems(profiles: ProfileSet) -> tuple[dict[str, Any], dict[str, Any]]:
     return results, {"details": details, "load": setup}
 
 
+def batching_violations(profiles: ProfileSet, rate_qps: float, arrival: np.ndarray, slo_ms: float, batching: str,
+                        options: dict[str, Any] | None = None) -> float:
+    """SLO violation ratio of one batching policy under Proteus's allocation (planned for ``rate_qps``) and
+    routing."""
+    apps = resolve_applications(profiles, APPLICATIONS, {**SLO_MS, "efficientnet-lite": slo_ms})
+    work = [Workload(arrival, np.ones(len(arrival), dtype=np.int64), "efficientnet-lite", slo_ms,
+                     apps["efficientnet-lite"].variants)]
+    planner = ProteusPlanner(profiles, fleet=FLEET, applications={"efficientnet-lite": "efficientnet-lite"},
+                             slo_ms={"efficientnet-lite": slo_ms})
+    controller = PlanningController(planner, initial_rates={"efficientnet-lite": rate_qps})
+    dispatch = ProteusDispatch(profiles, batching=batching, batching_options=options)
+    result = simulate(work, fleet_workers(), dispatch, profiles, controller=controller, seed=SEED)
+    return round(float(result.violated.mean()), 5)
+
+
 def run_batching(profiles: ProfileSet) -> dict[str, dict[str, float]]:
-    """SLO violation ratio of each batching policy under Proteus's allocation and routing."""
-    apps = resolve_applications(profiles, APPLICATIONS, SLO_MS)
+    """Fig. 6: each batching policy on uniform, Poisson and Gamma(0.05) gaps at the top-variant capacity."""
     rate = top_capacity(profiles, "efficientnet-lite")
     out: dict[str, dict[str, float]] = {}
     for kind in ("uniform", "poisson", "gamma"):
         arrival = constant_rate(rate, BATCHING_SECONDS, np.random.default_rng(SEED), kind=kind)
-        work = [Workload(arrival, np.ones(len(arrival), dtype=np.int64), "efficientnet-lite", SLO_MS["efficientnet-lite"],
-                         apps["efficientnet-lite"].variants)]
-        out[kind] = {}
-        for batching in ("proteus", "aimd", "nexus"):
-            planner = ProteusPlanner(profiles, fleet=FLEET, applications={"efficientnet-lite": "efficientnet-lite"},
-                                     slo_ms={"efficientnet-lite": SLO_MS["efficientnet-lite"]})
-            controller = PlanningController(planner, initial_rates={"efficientnet-lite": rate})
-            result = simulate(work, fleet_workers(), ProteusDispatch(profiles, batching=batching), profiles,
-                              controller=controller, seed=SEED)
-            out[kind][batching] = round(float(result.violated.mean()), 5)
+        out[kind] = {name: batching_violations(profiles, rate, arrival, SLO_MS["efficientnet-lite"], batching, options)
+                     for name, (batching, options) in BATCHING_POLICIES.items()}
         print(f"batching {kind}: {out[kind]}", flush=True)
     return out
+
+
+def run_batching_sweep(profiles: ProfileSet) -> list[dict[str, Any]]:
+    """Where waiting could pay: the non-work-conserving rule against Nexus's over burstiness and SLO.
+
+    Gamma gaps of shape k have CV 1/sqrt(k): 0.05 is the paper's micro-bursts, 1 is Poisson, 4 is
+    near uniform. A tighter SLO leaves a smaller ``B_max`` and less slack to wait in.
+    """
+    rate = top_capacity(profiles, "efficientnet-lite")
+    cells = []
+    for slo_ms in SWEEP_SLO_MS:
+        for shape in SWEEP_GAMMA_SHAPES:
+            arrival = constant_rate(rate, BATCHING_SECONDS, np.random.default_rng(SEED), kind="gamma",
+                                    gamma_shape=shape)
+            cell = {"slo_ms": slo_ms, "gamma_shape": shape,
+                    **{name: batching_violations(profiles, rate, arrival, slo_ms, *BATCHING_POLICIES[name])
+                       for name in ("proteus", "proteus_paper_drop", "nexus")}}
+            cell["nexus_over_proteus"] = round(cell["nexus"] / cell["proteus"], 2) if cell["proteus"] else None
+            print(f"batching sweep: {cell}", flush=True)
+            cells.append(cell)
+    return cells
 
 
 def run_milp_timing() -> dict[str, Any]:
@@ -271,12 +308,14 @@ def main() -> None:
     profiles = load_profiles()
     systems, extra = run_systems(profiles)
     batching = run_batching(profiles)
+    batching_sweep = run_batching_sweep(profiles)
     timing = run_milp_timing()
     payload = {
         "systems": systems,
         "batching": {k: v for k, v in batching.items() if k != "uniform"},
         "milp_solve_s_mean": timing["gap_0.001"]["mean_s"],
         "batching_uniform": batching["uniform"],
+        "batching_sweep": batching_sweep,
         "milp": {
             **timing,
             "problem": "SYNTHETIC profiles (shared.proteus.fleet_profiles.synthetic_profiles): 9 families, 46 variants, "
