@@ -5,15 +5,18 @@ Run: ``make bench-faults`` (about 6 minutes). Writes ``bench/results/faults.json
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from bench.common import write_result
 from services.drills.hostile import flood
-from services.drills.scenarios import DRILLS, DrillConfig
+from services.drills.scenarios import DRILLS, DrillConfig, leader_kill
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.stack import LocalStack
 
 STEADY = DrillConfig(rate_qps=40.0, duration_s=40.0, fault_at_s=10.0, outage_s=8.0, slo_ms=5000.0, settle_s=120.0)
+#: a killed broker's partitions change leader once the controller's 9 s broker session timeout has passed
+LEADER_KILL = replace(STEADY, outage_s=15.0)
 #: a minute at three times one worker's capacity
 OVERLOAD = DrillConfig(duration_s=60.0, slo_ms=1000.0, settle_s=120.0)
 HOSTILE_PER_TOPIC = 10_000
@@ -32,8 +35,15 @@ def main() -> None:
                                **outcome.model_dump(exclude={"series"})}
             print(f"{name}: {outcome.model_dump_json(exclude={'series'})}", flush=True)
         scenarios["hostile_input"] = hostile_input(stack, root / "hostile").model_dump()
+    with LocalStack(var_dir=root / "cluster-var", kafka_port=29800, kafka_brokers=3, redis_port=26579,
+                    components=("kafka", "redis")) as cluster:
+        outcome = leader_kill(cluster, root / "leader_kill", PORT_BASE, LEADER_KILL)
+        scenarios["leader_kill"] = {"duplicates_on_wire": outcome.duplicates_seen_by_client,
+                                    **outcome.model_dump(exclude={"series"})}
+        print(f"leader_kill: {outcome.model_dump_json(exclude={'series'})}", flush=True)
     write_result("faults", {
         "setup": {"steady_load": STEADY.__dict__, "overload": OVERLOAD.__dict__,
+                  "leader_kill": {**LEADER_KILL.__dict__, "cluster": "3 KRaft nodes, 3 replicas, min.insync.replicas 2"},
                   "hostile_messages_per_topic": HOSTILE_PER_TOPIC,
                   "workers": "2 real onnxruntime workers (digits-mlp-s, digits-cnn-xs); overload: 1 worker "
                              "emulating cpu-1t efficientnet-lite0 from its measured profile"},

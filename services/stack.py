@@ -25,6 +25,9 @@ SCRIPTS = {
 class LocalStack:
     var_dir: Path
     kafka_port: int = 9092
+    #: Kafka nodes (``infra/kafka/kafka.sh``): node i listens on ``kafka_port + 2 (i - 1)``; topics get
+    #: min(3, n) replicas
+    kafka_brokers: int = 1
     redis_port: int = 6379
     prometheus_port: int = 9090
     components: tuple[str, ...] = ("kafka", "redis", "prometheus")
@@ -35,8 +38,10 @@ class LocalStack:
     @classmethod
     def from_settings(cls, settings: Settings) -> "LocalStack":
         """The stack the settings point at (a user's ``var/`` and ports)."""
-        return cls(var_dir=settings.var_dir, kafka_port=int(settings.kafka_bootstrap.rsplit(":", 1)[1]),
-                   redis_port=urlsplit(settings.redis_url).port or 6379, prometheus_port=settings.prometheus_port)
+        first = settings.kafka_bootstrap.split(",")[0]
+        return cls(var_dir=settings.var_dir, kafka_port=int(first.rsplit(":", 1)[1]),
+                   kafka_brokers=settings.kafka_brokers, redis_port=urlsplit(settings.redis_url).port or 6379,
+                   prometheus_port=settings.prometheus_port)
 
     @property
     def env(self) -> dict[str, str]:
@@ -46,15 +51,34 @@ class LocalStack:
             "MERIDIAN_VAR_DIR": str(self.var_dir),
             "MERIDIAN_KAFKA_PORT": str(self.kafka_port),
             "MERIDIAN_KAFKA_CONTROLLER_PORT": str(self.kafka_port + 1),
-            "MERIDIAN_KAFKA_BOOTSTRAP": f"127.0.0.1:{self.kafka_port}",
+            "MERIDIAN_KAFKA_BROKERS": str(self.kafka_brokers),
+            "MERIDIAN_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
             "MERIDIAN_REDIS_PORT": str(self.redis_port),
             "MERIDIAN_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
             "MERIDIAN_PROMETHEUS_PORT": str(self.prometheus_port),
             **self.extra_env,
         }
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Every node's listener: a client that knows them all bootstraps while any one is up."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.kafka_node_ports)
+
+    @property
+    def kafka_node_ports(self) -> list[int]:
+        return [self.kafka_port + 2 * i for i in range(self.kafka_brokers)]
+
+    def kafka_node_pid(self, node_id: int) -> int | None:
+        """The process id of Kafka node ``node_id`` (1-based, as its ``node.id``), if it runs."""
+        state = self.var_dir / f"kafka-{self.kafka_port}"
+        pidfile = (state if self.kafka_brokers == 1 else state / f"node-{node_id}") / "kafka.pid"
+        try:
+            return int(pidfile.read_text())
+        except (OSError, ValueError):
+            return None
+
     def settings(self) -> Settings:
-        return Settings(kafka_bootstrap=f"127.0.0.1:{self.kafka_port}",
+        return Settings(kafka_bootstrap=self.kafka_bootstrap,
                         redis_url=f"redis://127.0.0.1:{self.redis_port}/0", var_dir=self.var_dir)
 
     def start(self) -> None:
@@ -84,6 +108,10 @@ class LocalStack:
         for name in reversed(self.started):
             self._script(name, "stop", check=False)
         self.started.clear()
+
+    def repair(self, name: str) -> None:
+        """Start again whatever of ``name`` died (a killed Kafka node rejoins its cluster), keeping its data."""
+        self._script(name, "start")
 
     def restart(self, name: str, *, down_s: float) -> None:
         """Stop ``name`` and start it again ``down_s`` later, keeping its data (fault drills)."""

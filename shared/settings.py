@@ -29,7 +29,10 @@ class KafkaSecurity(BaseSettings):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MERIDIAN_", extra="ignore")
 
+    #: every broker's listener, comma-separated (a client bootstraps while any one of them is up)
     kafka_bootstrap: str = "127.0.0.1:9092"
+    #: Kafka nodes the local stack starts (``infra/kafka/kafka.sh``; topics get min(3, n) replicas)
+    kafka_brokers: int = Field(default=1, ge=1, le=9)
     redis_url: str = "redis://127.0.0.1:6379/0"
     #: partitions of the queries topic: the unit by which scheduler processes split applications
     query_partitions: int = Field(default=4, ge=1)

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Fetch, format, start, stop and health-check a real single-node Apache Kafka (KRaft) on 127.0.0.1.
+# Fetch, format, start, stop and health-check a real Apache Kafka (KRaft) on 127.0.0.1: one node, or a
+# cluster of MERIDIAN_KAFKA_BROKERS nodes, each a broker and a controller voter.
 #   kafka.sh install|start|stop|health|status
 # Settings (env): MERIDIAN_KAFKA_PORT (9092), MERIDIAN_KAFKA_CONTROLLER_PORT (9093),
 #                 MERIDIAN_VAR_DIR (var/ under the repo) for data, logs and the pid file.
+#   Cluster: MERIDIAN_KAFKA_BROKERS=N (default 1). Node i (1..N) listens on MERIDIAN_KAFKA_PORT + 2(i-1) and
+#   its controller on the port after it; its state is in kafka-<port>/node-<i>. Topics default to
+#   min(N, 3) replicas and min.insync.replicas 2 from 3 replicas on (1 below), the internal topics too.
+#   `start` also restarts the nodes of a running cluster that died, and waits until all N are up.
 #   SASL/SCRAM: with MERIDIAN_KAFKA_SASL_PORT, MERIDIAN_KAFKA_SASL_USERNAME and MERIDIAN_KAFKA_SASL_PASSWORD
 #   set, a SASL_PLAINTEXT listener (SCRAM-SHA-256) is added on that port and the user is created when the
 #   storage is formatted. The PLAINTEXT listener stays for the broker's own health check and replication.
@@ -17,7 +22,10 @@ controller_port="${MERIDIAN_KAFKA_CONTROLLER_PORT:-9093}"
 var="${MERIDIAN_VAR_DIR:-$root/var}"
 state="$var/kafka-$port"
 jars="$here/target/dependency"
-pidfile="$state/kafka.pid"
+brokers="${MERIDIAN_KAFKA_BROKERS:-1}"
+[[ "$brokers" =~ ^[1-9]$ ]] || { echo "kafka.sh: MERIDIAN_KAFKA_BROKERS must be 1 to 9, got '$brokers'" >&2; exit 2; }
+replicas=$((brokers < 3 ? brokers : 3))
+min_isr=$((replicas >= 3 ? 2 : 1))
 # shellcheck source=../lib.sh
 . "$here/../lib.sh"
 
@@ -34,20 +42,34 @@ install() {
   touch "$jars/.complete"
 }
 
-health() {
-  # Healthy = the broker answers a Kafka ApiVersions/metadata round trip on its listener.
-  python3 - "$port" <<'PY'
+# node I's broker port, controller port and state directory
+node_port() { echo $((port + 2 * ($1 - 1))); }
+node_controller_port() { if [ "$brokers" = 1 ]; then echo "$controller_port"; else echo $(($(node_port "$1") + 1)); fi; }
+node_state() { if [ "$brokers" = 1 ]; then echo "$state"; else echo "$state/node-$1"; fi; }
+nodes() { seq 1 "$brokers"; }
+bootstrap() { local i out=""; for i in $(nodes); do out="$out${out:+,}127.0.0.1:$(node_port "$i")"; done; echo "$out"; }
+
+node_health() {
+  # Healthy = the node answers a Kafka metadata round trip on its listener, and sees all N brokers.
+  python3 - "$(node_port "$1")" "$brokers" <<'PY'
 import sys
 from kafka import KafkaAdminClient
 try:
     admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{sys.argv[1]}", request_timeout_ms=3000)
     admin.list_topics()
+    seen = len(admin.describe_cluster()["brokers"])
     admin.close()
+    if seen < int(sys.argv[2]):
+        raise RuntimeError(f"{seen} of {sys.argv[2]} brokers registered")
 except Exception as exc:  # noqa: BLE001 - any failure means "not healthy yet"
     print(f"kafka not healthy: {exc}", file=sys.stderr)
     sys.exit(1)
 PY
 }
+
+health() { local i; for i in $(nodes); do node_health "$i" || return 1; done; }
+
+all_running() { local i; for i in $(nodes); do running "$(node_state "$i")/kafka.pid" || return 1; done; }
 
 sasl_listener() {
   # later keys override earlier ones in a Java properties file
@@ -67,34 +89,73 @@ EOF
   fi
 }
 
-start() {
-  install
-  if running "$pidfile" && health 2>/dev/null; then echo "kafka already running on 127.0.0.1:$port"; return 0; fi
-  mkdir -p "$state"
-  sed -e "s|@PORT@|$port|g" -e "s|@CONTROLLER_PORT@|$controller_port|g" -e "s|@LOG_DIR@|$state/data|g" \
-    "$here/server.properties.template" > "$state/server.properties"
-  scram=()
+quorum() {
+  if [ "$brokers" = 1 ]; then echo "controller.quorum.bootstrap.servers=127.0.0.1:$controller_port"; return; fi
+  local i voters=""
+  for i in $(nodes); do voters="$voters${voters:+,}$i@127.0.0.1:$(node_controller_port "$i")"; done
+  echo "controller.quorum.voters=$voters"
+}
+
+launch() {
+  # launch NODE: write its configuration, format its storage once, start it (unless it runs)
+  local i="$1" dir; dir="$(node_state "$1")"
+  if running "$dir/kafka.pid"; then return 0; fi
+  mkdir -p "$dir"
+  sed -e "s|@PORT@|$(node_port "$i")|g" -e "s|@CONTROLLER_PORT@|$(node_controller_port "$i")|g" \
+    -e "s|@LOG_DIR@|$dir/data|g" -e "s|@NODE_ID@|$i|g" -e "s|@QUORUM@|$(quorum)|g" \
+    -e "s|@REPLICAS@|$replicas|g" -e "s|@MIN_ISR@|$min_isr|g" \
+    "$here/server.properties.template" > "$dir/server.properties"
+  format_args=(--standalone)
   if [ -n "${MERIDIAN_KAFKA_SASL_PORT:-}" ]; then
-    sasl_listener "$state/server.properties"
-    scram=(--add-scram "SCRAM-SHA-256=[name=${MERIDIAN_KAFKA_SASL_USERNAME:?},password=${MERIDIAN_KAFKA_SASL_PASSWORD:?}]")
+    sasl_listener "$dir/server.properties"
+    format_args+=(--add-scram "SCRAM-SHA-256=[name=${MERIDIAN_KAFKA_SASL_USERNAME:?},password=${MERIDIAN_KAFKA_SASL_PASSWORD:?}]")
     for user in ${MERIDIAN_KAFKA_SCRAM_USERS:-}; do
-      scram+=(--add-scram "SCRAM-SHA-256=[name=${user%%:*},password=${user#*:}]")
+      format_args+=(--add-scram "SCRAM-SHA-256=[name=${user%%:*},password=${user#*:}]")
     done
   fi
-  if [ ! -f "$state/data/meta.properties" ]; then
-    java_cmd kafka.tools.StorageTool format --standalone -t "$(java_cmd kafka.tools.StorageTool random-uuid)" \
-      -c "$state/server.properties" "${scram[@]}" > "$state/format.log"
+  if [ "$brokers" != 1 ]; then format_args=(); fi  # a static quorum: the voters are in the configuration
+  if [ ! -f "$dir/data/meta.properties" ]; then
+    [ -f "$state/cluster.id" ] || java_cmd kafka.tools.StorageTool random-uuid > "$state/cluster.id"
+    java_cmd kafka.tools.StorageTool format -t "$(cat "$state/cluster.id")" -c "$dir/server.properties" \
+      "${format_args[@]}" > "$dir/format.log"
   fi
   nohup java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
     "-Dlog4j2.configurationFile=$here/log4j2.properties" -cp "$jars/*" \
-    kafka.Kafka "$state/server.properties" > "$state/kafka.log" 2>&1 &
-  echo $! > "$pidfile"
-  wait_healthy kafka "$pidfile" 120 0.5 "$state/kafka.log" health || { stop; exit 1; }
-  echo "kafka up on 127.0.0.1:$port"
+    kafka.Kafka "$dir/server.properties" > "$dir/kafka.log" 2>&1 &
+  echo $! > "$dir/kafka.pid"
 }
 
-stop() { stop_pidfile kafka "$pidfile"; }
+start() {
+  install
+  if [ "$brokers" != 1 ] && [ -n "${MERIDIAN_KAFKA_SASL_PORT:-}" ]; then
+    echo "kafka.sh: SASL is set up for a single broker only (MERIDIAN_KAFKA_BROKERS=1)" >&2; exit 2
+  fi
+  if all_running && health 2>/dev/null; then echo "kafka already running on $(bootstrap)"; return 0; fi
+  mkdir -p "$state"
+  local i dir
+  for i in $(nodes); do launch "$i"; done
+  for i in $(nodes); do
+    dir="$(node_state "$i")"
+    wait_healthy "kafka node $i" "$dir/kafka.pid" 120 0.5 "$dir/kafka.log" node_health "$i" || { stop; exit 1; }
+  done
+  echo "kafka up on $(bootstrap)"
+}
 
-status() { if running "$pidfile" && health 2>/dev/null; then echo up; else echo down; exit 1; fi; }
+stop() {
+  # every node at once: a node stopped last would wait for a controller quorum that is gone
+  local i pids=()
+  for i in $(nodes); do
+    if running "$(node_state "$i")/kafka.pid"; then pids+=("$(cat "$(node_state "$i")/kafka.pid")"); fi
+  done
+  if [ "${#pids[@]}" -gt 0 ]; then
+    kill "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "${pids[@]}" 2>/dev/null || break; sleep 0.5; done
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    echo "kafka stopped"
+  fi
+  for i in $(nodes); do rm -f "$(node_state "$i")/kafka.pid"; done
+}
+
+status() { if all_running && health 2>/dev/null; then echo up; else echo down; exit 1; fi; }
 
 run_command "$@"

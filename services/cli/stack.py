@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_status(stack: LocalStack) -> bool:
     """Print each component's state; True when all run."""
-    where = {"kafka": f"127.0.0.1:{stack.kafka_port}", "redis": f"127.0.0.1:{stack.redis_port}",
+    where = {"kafka": stack.kafka_bootstrap, "redis": f"127.0.0.1:{stack.redis_port}",
              "prometheus": f"http://127.0.0.1:{stack.prometheus_port}"}
     up = {name: stack.running(name) for name in stack.components}
     for name in stack.components:

@@ -6,21 +6,26 @@ benchmark can run them next to other services.
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
+from kafka import TopicPartition
 
 from schemas import Query
 from services.drills.load import DrillOutcome, run_drill
-from services.launcher import LocalLauncher, ManagedProcess, read_metric
+from services.launcher import LocalLauncher, ManagedProcess, read_metric, wait_until
 from services.observability.lag_exporter import collect
 from services.stack import LocalStack
-from shared.adapters.kafka_io import make_admin
-from shared.settings import REPO_ROOT
+from shared.adapters import topics
+from shared.adapters.kafka_io import make_admin, make_consumer
+from shared.settings import REPO_ROOT, Settings
 from shared.tensors import encode
 
 DIGITS_TEST_SPLIT = REPO_ROOT / "var/models/digits-test.npz"
@@ -99,6 +104,67 @@ def broker_restart(stack: LocalStack, log_dir: Path, port_base: int, config: Dri
         def inject() -> None:
             stack.restart("kafka", down_s=config.outage_s)
         return _steady_digits(stack, config, inject)
+
+
+def leader_kill(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
+    """SIGKILL the broker leading the partition the load's queries go to, on a replicated cluster; start it
+    again after ``outage_s`` and wait until it is back in every partition's in-sync replicas.
+
+    Notes: the killed node, the partition's leader after the election, and how long the node took to be
+    back in sync (``isr_rejoin_s``, from its restart).
+    """
+    if stack.kafka_brokers < 3:
+        raise ValueError(f"the leader-kill drill needs a cluster of 3 or more brokers, not {stack.kafka_brokers}")
+    settings = stack.settings()
+    notes: dict[str, int | float | str] = {}
+    with LocalLauncher(stack.env, log_dir) as launcher:
+        _digits_pipeline(launcher, port_base)
+
+        def inject() -> None:
+            partition, leader = _loaded_partition_leader(settings, topics.QUERIES)
+            os.kill(cast(int, stack.kafka_node_pid(leader)), signal.SIGKILL)
+            time.sleep(config.outage_s)
+            notes.update(killed_node=leader, partition=f"{topics.QUERIES}/{partition}",
+                         leader_after=_leaders(settings, topics.QUERIES)[partition])
+            stack.repair("kafka")
+            restarted = time.monotonic()
+            wait_until(lambda: _in_every_isr(settings, leader), 120, f"Kafka node {leader} back in sync", [])
+            notes["isr_rejoin_s"] = round(time.monotonic() - restarted, 2)
+        outcome = _steady_digits(stack, config, inject)
+    outcome.notes.update(notes)
+    return outcome
+
+
+def _leaders(settings: Settings, topic: str) -> dict[int, int]:
+    """Partition -> the node leading it (-1 while none does)."""
+    admin = make_admin(settings)
+    try:
+        return {p["partition_index"]: p["leader_id"] for p in admin.describe_topics([topic])[0]["partitions"]}
+    finally:
+        admin.close()
+
+
+def _loaded_partition_leader(settings: Settings, topic: str) -> tuple[int, int]:
+    """The partition of ``topic`` holding the most messages (the load's: queries are keyed by application),
+    and its leader."""
+    consumer = make_consumer(settings, group_id=None)
+    try:
+        ends = consumer.end_offsets([TopicPartition(topic, p) for p in _leaders(settings, topic)])
+    finally:
+        consumer.close()
+    partition = max(ends, key=lambda tp: ends[tp]).partition
+    return partition, _leaders(settings, topic)[partition]
+
+
+def _in_every_isr(settings: Settings, node: int) -> bool:
+    """Whether ``node`` is an in-sync replica of every partition of every Meridian topic it replicates."""
+    admin = make_admin(settings)
+    try:
+        names = [name for name in admin.list_topics() if name.startswith("meridian.")]
+        return all(node in p["isr_nodes"] for t in admin.describe_topics(names) for p in t["partitions"]
+                   if node in p["replica_nodes"])
+    finally:
+        admin.close()
 
 
 def redis_outage(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConfig) -> DrillOutcome:
@@ -195,6 +261,7 @@ def _rss_mb(process: ManagedProcess) -> float:
     return 0.0
 
 
+#: the drills any stack can run (``leader_kill`` needs a replicated cluster and is called by itself)
 DRILLS: dict[str, Callable[[LocalStack, Path, int, DrillConfig], DrillOutcome]] = {
     "worker_kill": worker_kill,
     "scheduler_restart": scheduler_restart,

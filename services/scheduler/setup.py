@@ -42,7 +42,7 @@ def app_options(settings: Settings) -> dict[str, Any]:
     """Commit often, wait for every replica, never buffer a send: a query's path is latency-bound."""
     return dict(
         Worker=LogFriendlyWorker,
-        broker=f"kafka://{settings.kafka_bootstrap}",
+        broker=";".join(f"kafka://{server}" for server in settings.kafka_bootstrap.split(",")),
         broker_credentials=broker_credentials(settings.kafka_security),
         value_serializer="raw", key_serializer="raw",
         web_enabled=False, topic_allow_declare=False, topic_disable_leader=True,

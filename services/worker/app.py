@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
-from confluent_kafka import OFFSET_STORED, Consumer, TopicPartition
+from confluent_kafka import Consumer
 from pydantic import ValidationError
 
 from schemas import (
@@ -42,7 +42,7 @@ from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, publish_dead_letter
 from shared.adapters.kafka_io import ensure_core_topics
-from shared.adapters.rdkafka import RdProducer, make_rd_consumer, poll_messages
+from shared.adapters.rdkafka import RdProducer, assign_at_committed, make_rd_consumer, poll_messages
 from shared.profiles.sources import load_profile_source
 from shared.serving.expiry import expired_reason, split_by_deadline
 from shared.settings import Settings
@@ -217,7 +217,7 @@ def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerConte
     # The worker's topic has one partition and one reader: assign it (no group rebalances to wait for)
     # and commit under the worker's group, so a restart with the same id resumes where it stopped.
     consumer = make_rd_consumer(settings, group_id=topics.worker_group(args.worker_id))
-    consumer.assign([TopicPartition(topics.dispatch_topic(args.worker_id), 0, OFFSET_STORED)])
+    assign_at_committed(consumer, topics.dispatch_topic(args.worker_id), 0)
     return ctx, consumer
 
 

@@ -8,10 +8,11 @@ scheduler stays on aiokafka (faust 0.15's librdkafka driver does not work).
 """
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
 
 from shared.adapters.kafka_io import RECONNECT_OPTIONS
 from shared.settings import Settings
@@ -76,6 +77,32 @@ def make_rd_consumer(settings: Settings, *, group_id: str | None) -> Consumer:
                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
                      "fetch.min.bytes": 1, "max.partition.fetch.bytes": MAX_MESSAGE_BYTES,
                      "fetch.max.bytes": 4 * MAX_MESSAGE_BYTES, "receive.message.max.bytes": 5 * MAX_MESSAGE_BYTES})
+
+
+def assign_at_committed(consumer: Consumer, topic: str, partition: int, *, timeout_s: float = 120.0) -> int:
+    """Assign one partition at its group's committed offset, looked up here (the beginning if none); returns
+    the offset.
+
+    ``assign`` with ``OFFSET_STORED`` leaves the lookup to librdkafka, and a lookup answered by a group
+    coordinator that just moved (a broker of the cluster started or lost) stays pending forever: the
+    partition is never fetched (confluentinc/librdkafka#5586). ``committed`` fails instead, and is retried
+    until ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            (committed,) = consumer.committed([TopicPartition(topic, partition)], timeout=5.0)
+            if committed.error is None:
+                break
+            failure: object = committed.error
+        except KafkaException as exc:
+            failure = exc
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no committed offset of {topic}/{partition} after {timeout_s:g} s: {failure}")
+        time.sleep(0.2)
+    offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    return offset
 
 
 def poll_messages(consumer: Consumer, *, timeout_s: float, max_messages: int) -> list[Message]:

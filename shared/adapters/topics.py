@@ -83,7 +83,9 @@ def ensure_topics(admin: KafkaAdminClient, specs: list[TopicSpec], *, timeout_s:
     metadata is visible is assigned nothing until its next metadata refresh (minutes later).
     """
     existing = set(admin.list_topics())
-    missing = [NewTopic(s.name, num_partitions=s.partitions, replication_factor=1) for s in specs if s.name not in existing]
+    # -1: the broker's default.replication.factor (min(3, nodes) in infra/kafka), one setting for every topic
+    missing = [NewTopic(s.name, num_partitions=s.partitions, replication_factor=-1)
+               for s in specs if s.name not in existing]
     if missing:
         try:
             admin.create_topics(missing)

@@ -10,6 +10,7 @@ from shared.settings import REPO_ROOT, Settings
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
+CLUSTER = yaml.safe_load((REPO_ROOT / "docker-compose.cluster.yml").read_text())["services"]
 DEFAULTS = Settings(_env_file=None)
 
 
@@ -69,3 +70,22 @@ def test_commands_are_python_modules_that_exist() -> None:
         command = SERVICES[name]["command"]
         assert command[:2] == ["python", "-m"], shlex.join(command)
         assert (REPO_ROOT / command[2].replace(".", "/")).is_dir()
+
+
+def test_the_cluster_override_runs_three_brokers_in_one_quorum_and_every_service_knows_them() -> None:
+    brokers = {name: {k: str(v) for k, v in service["environment"].items()}
+               for name, service in CLUSTER.items() if name.startswith("kafka")}
+    assert set(brokers) == {"kafka", "kafka-2", "kafka-3"}
+    assert {env["KAFKA_NODE_ID"] for env in brokers.values()} == {"1", "2", "3"}
+    for name, env in brokers.items():
+        voters = {v.split("@")[1].split(":")[0] for v in env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")}
+        assert voters == set(brokers), name
+        assert env["KAFKA_ADVERTISED_LISTENERS"] == f"PLAINTEXT://{name}:9092"
+        assert env["KAFKA_DEFAULT_REPLICATION_FACTOR"] == env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "3"
+        assert env["KAFKA_MIN_INSYNC_REPLICAS"] == "2"
+    for name in ("kafka-2", "kafka-3"):
+        assert CLUSTER[name]["image"] == SERVICES["kafka"]["image"]
+    for name in [name for name, service in SERVICES.items() if service.get("command", [])[:2] == ["python", "-m"]]:
+        bootstrap = CLUSTER[name]["environment"]["MERIDIAN_KAFKA_BOOTSTRAP"].split(",")
+        assert {server.split(":")[0] for server in bootstrap} == set(brokers), name
+    assert set(CLUSTER) <= set(SERVICES) | set(brokers)
