@@ -87,11 +87,12 @@ class LocalLauncher:
         self.processes: dict[str, ManagedProcess] = {}
 
     def start_scheduler(self, *, metrics_port: int = 9101, policy: str | None = None,
-                        extra_env: dict[str, str] | None = None) -> ManagedProcess:
+                        extra_env: dict[str, str] | None = None, name: str = "scheduler") -> ManagedProcess:
+        """A scheduler process; several (each its own ``name`` and port) split the applications between them."""
         env = {"MERIDIAN_SCHEDULER_METRICS_PORT": str(metrics_port), **(extra_env or {})}
         if policy:
             env["MERIDIAN_SCHEDULER_POLICY"] = policy
-        return self.start_service("scheduler", "services.scheduler", metrics_port=metrics_port, extra_env=env)
+        return self.start_service(name, "services.scheduler", metrics_port=metrics_port, extra_env=env)
 
     def start_worker(self, worker_id: str, *, variants: list[str], metrics_port: int,
                      emulate: str | None = None, profile_source: str = "dir",

@@ -42,6 +42,8 @@ WORKER_STALE_BATCHES = Counter(
     "meridian_worker_stale_batches_total", "Batches skipped because they were sent to an earlier process of the "
     "worker (the scheduler re-queued them).", ["worker"])
 WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
+OWNED_PARTITIONS = Gauge("meridian_scheduler_query_partitions",
+                         "Partitions of meridian.queries this scheduler process owns: its share of the applications.")
 SCHEDULER_POLICY = Gauge(
     "meridian_scheduler_policy", "1 for the dispatch policy serving an application now, 0 for one that served it "
     "before.", ["application", "policy"])

@@ -21,6 +21,7 @@ import time
 from typing import cast
 
 import faust
+from faust.types import TP
 from pydantic import BaseModel, ValidationError
 
 from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, SwitchPolicy, worker_event_adapter
@@ -65,7 +66,11 @@ def build_app(settings: Settings) -> faust.App:
     fed = configured_policies(settings) & FEEDS.keys()
     switcher = PolicySwitcher(settings, core, policies, fed=fed, step_interval_s=STEP_INTERVAL_S)
     load = LoadWindow(settings.load_stats_interval_s)
-    handed_on = handed_on_query_ids(settings, lookback_s=settings.restart_lookback_s)
+    #: re-read query ids found handed on already, and the queries topic's partitions this process owns
+    handed_on: set[str] = set()
+    owned: set[int] = set()
+    #: set once this process knows what it owns; clear while a rebalance moves partitions
+    settled = asyncio.Event()
 
     @functools.lru_cache(maxsize=4096)
     def topic_named(name: str) -> faust.TopicT:
@@ -119,9 +124,40 @@ def build_app(settings: Settings) -> faust.App:
         await send_final(result, event)
         await copy_to_dead_letters(raw, reason, topics.QUERIES, message.partition, message.offset)
 
+    async def serve() -> None:
+        """Let the core decide, unless a rebalance may be moving applications between schedulers (from the
+        moment this process hears of it until it has taken over its share): a query is handed on by one
+        owner only."""
+        if settled.is_set() and not app.rebalancing:
+            await act(core.step())
+
+    @app.on_partitions_revoked.connect
+    async def hold(app: faust.App, revoked: set[TP], **_: object) -> None:
+        settled.clear()
+
+    @app.on_partitions_assigned.connect
+    async def take_over(app: faust.App, assigned: set[TP], **_: object) -> None:
+        """Queries of partitions gone to another scheduler are let go unanswered (their messages were not
+        acknowledged, so the new owner reads them again). For partitions new to this process (at start, or
+        from a scheduler that left or died), what was handed on before is read back while they are
+        paused, so that no re-read query is served twice."""
+        nonlocal handed_on
+        now_owned = {tp.partition for tp in assigned if tp.topic == topics.QUERIES}
+        gone = owned - now_owned
+        if gone:
+            released = core.release(lambda delivery: cast(tuple[int, int], delivery)[0] in gone)
+            logger.info("partitions %s moved to another scheduler: %d waiting queries let go", sorted(gone), released)
+        if now_owned - owned:
+            handed_on = await asyncio.to_thread(handed_on_query_ids, settings, lookback_s=settings.restart_lookback_s)
+        owned.clear()
+        owned.update(now_owned)
+        metrics.OWNED_PARTITIONS.set(len(owned))
+        settled.set()
+
     @app.agent(app.topic(topics.QUERIES, partitions=settings.query_partitions))
     async def admit_queries(stream: faust.StreamT) -> None:
         async for event in stream.noack().events():
+            await settled.wait()  # faust may resume fetching before the take-over has read what was handed on
             message = event.message
             try:
                 query = Query.model_validate_json(event.value)
@@ -139,13 +175,13 @@ def build_app(settings: Settings) -> faust.App:
             if rejection is not None:
                 await refuse(event, rejection.reason, query, trusted_id=not rejection.foreign_id)
                 continue
-            await act(core.step())
+            await serve()
 
     follow = functools.partial(follow_topic, settings, app.conf.broker_credentials, on_invalid=copy_to_dead_letters)
 
     async def on_worker_event(event: BaseModel) -> None:
         core.on_worker_event(event)
-        await act(core.step())
+        await serve()
 
     async def on_plan(plan: AllocationPlan) -> None:
         # only the configured planner's plans: the autoscaler's and others' split load their own way
@@ -166,7 +202,7 @@ def build_app(settings: Settings) -> faust.App:
     async def on_switch(switch: SwitchPolicy) -> str | None:
         refusal = await switcher.apply(switch)
         if refusal is None:
-            await act(core.step())
+            await serve()
         return refusal
 
     async def refuse_control(raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
@@ -182,7 +218,7 @@ def build_app(settings: Settings) -> faust.App:
     @app.timer(interval=STEP_INTERVAL_S)
     async def housekeeping() -> None:
         """Drops queries past hope, notices silent workers and wakes waiting batches with no message."""
-        await act(core.step())
+        await serve()
         for application, depth in core.depth_by_application().items():
             metrics.QUEUE_DEPTH.labels(application).set(depth)
         metrics.WORKERS_KNOWN.set(len(core.workers))

@@ -348,6 +348,18 @@ class SchedulerCore:
         for item in requeued:
             self.policy.on_query_added(item.pending)
 
+    def release(self, moved: Callable[[Hashable], bool]) -> int:
+        """Let go of the waiting queries whose message another scheduler owns now (``moved(delivery)``),
+        unanswered: their messages were not acknowledged, so the new owner reads and serves them. Queries
+        whose message was acknowledged already (put back from a lost worker) stay. Returns how many."""
+        gone = [query_id for query_id, item in self.queue.items.items()
+                if item.ack_token is not None and query_id in self._recent and moved(self._recent[query_id][1])]
+        for query_id in gone:
+            self.queue.pop(query_id)
+            del self._recent[query_id]  # should the partition come back, the query is admitted afresh
+            self.policy.on_query_removed(query_id)
+        return len(gone)
+
     def apply_plan(self, plan: FleetPlan) -> None:
         """A planner's plan: the fleet follows it elsewhere; routing policies hear it here."""
         if plan.success:

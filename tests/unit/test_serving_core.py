@@ -175,6 +175,28 @@ def test_a_redelivered_query_is_queued_once() -> None:
     assert len(core.core.queue) == 1
 
 
+def test_queries_of_a_partition_moved_to_another_scheduler_are_let_go_unanswered() -> None:
+    core = Harness()
+    for qid, partition, offset in (("q1", 0, 1), ("q2", 1, 1), ("q3", 0, 2)):
+        core.admit(make_query(qid), 1.0, f"ack-{qid}", delivery=(partition, offset))
+    assert core.core.release(lambda delivery: delivery[0] == 0) == 2
+    assert list(core.core.queue.items) == ["q2"]
+    assert not core.step(1.1).dropped, "a let-go query is neither answered nor dropped here"
+    # the partition comes back later: the same message is admitted afresh, not taken for a redelivery
+    assert core.admit(make_query("q1"), 2.0, "ack-q1", delivery=(0, 1)) is None
+    assert "q1" in core.core.queue
+
+
+def test_a_query_put_back_from_a_lost_worker_stays_with_its_scheduler() -> None:
+    core = Harness()
+    core.event(heartbeat("w1"), 0.0)
+    core.admit(make_query("q1"), 1.0, "ack-q1", delivery=(0, 1))
+    assert core.batches(1.0), "dispatched: the transport acknowledges its message"
+    core.event(WorkerStopped(worker_id="w1", at=1.5), 1.5)
+    assert "q1" in core.core.queue
+    assert core.core.release(lambda delivery: True) == 0 and "q1" in core.core.queue
+
+
 def test_a_model_less_query_may_use_any_model_of_its_application() -> None:
     core = Harness()
     core.event(heartbeat("w1", variants=("small", "large")), 0.0)
