@@ -9,10 +9,10 @@ Setting (every number's source is repeated in the output's ``setup``):
   $0.308/h) running at the measured single-thread speed (assumption: one c5a vCPU = the profiling
   thread). A machine is one worker process that runs one batch at a time and holds a variant once (the
   engine, as live), so an instance takes the machine's whole compute (`whole_machine`): the
-  autoscalers' capacity is then what the machine serves. GPU workers are AWS g4dn.xlarge ($0.526/h, one T4): **emulated**,
-  no GPU being available: batch latency = measured single-thread latency / 8 x the median (over the
-  Kairos artifact's five models) of the g4dn.xlarge / c5n.2xlarge latency ratio measured at 10 x that
-  many rows (c5n.2xlarge has 8 vCPUs, taken as 8 perfectly parallel threads). Prices: on-demand list
+  autoscalers' capacity is then what the machine serves. GPU workers are AWS g4dn.xlarge ($0.526/h,
+  one T4): **emulated**, no GPU being available: batch latency = measured single-thread latency / 8 x
+  the median (over the Kairos artifact's five models) of the g4dn.xlarge / c5n.2xlarge latency ratio
+  measured at 10 x that many rows (c5n.2xlarge has 8 vCPUs, taken as 8 perfectly parallel threads). Prices: on-demand list
   prices in the Kairos artifact's ``price.csv``. Load latencies: measured (ONNX session creation).
   Machines boot in 25 s (paper: 20-30 s).
 * **Applications**: ``classify`` (80% of queries; accuracy >= 0.75, so any of the three; SLO 100 ms) and

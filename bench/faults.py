@@ -43,7 +43,8 @@ def main() -> None:
         print(f"leader_kill: {outcome.model_dump_json(exclude={'series'})}", flush=True)
     write_result("faults", {
         "setup": {"steady_load": STEADY.__dict__, "overload": OVERLOAD.__dict__,
-                  "leader_kill": {**LEADER_KILL.__dict__, "cluster": "3 KRaft nodes, 3 replicas, min.insync.replicas 2"},
+                  "leader_kill": {**LEADER_KILL.__dict__,
+                                  "cluster": "3 KRaft nodes, 3 replicas, min.insync.replicas 2"},
                   "hostile_messages_per_topic": HOSTILE_PER_TOPIC,
                   "workers": "2 real onnxruntime workers (digits-mlp-s, digits-cnn-xs); overload: 1 worker "
                              "emulating cpu-1t efficientnet-lite0 from its measured profile"},

@@ -9,6 +9,7 @@ exact).
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -20,6 +21,8 @@ from shared.kairos.predictor import LatencyPredictor
 from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy, PendingQuery, WorkerView
 from shared.profiles.format import ProfileSet
 
+#: predictions kept per (device, variant, size) awaiting their completion
+IN_FLIGHT_KEPT = 1024
 #: workers that look alike to the matcher: (device, variants, max batch)
 _WorkerKind = tuple[str, tuple[str, ...], int]
 
@@ -71,7 +74,8 @@ class KairosDispatch(DispatchPolicy):
         self._xi = xi
         self._margin = QosMargin(xi, margin_quantile) if margin_quantile is not None else None
         #: (device, variant, batch size) -> latencies predicted for the queries in flight there, oldest first
-        self._in_flight: dict[tuple[str, str, int], list[float]] = {}
+        #: (bounded: a query whose completion is never heard of, e.g. on a lost worker, must not pile up)
+        self._in_flight: dict[tuple[str, str, int], deque[float]] = {}
         self._penalty_factor = penalty_factor
         self._tiebreak = penalty_tiebreak
         self._hold = hold_infeasible
@@ -122,7 +126,8 @@ class KairosDispatch(DispatchPolicy):
         any of their predictions pairs with any of their completions."""
         for i, j, variant in pairs:
             key = (workers[j].device, variant, rows[i].batch_size)
-            self._in_flight.setdefault(key, []).append(float(latency[i, j]) - workers[j].busy_remaining_ms)
+            self._in_flight.setdefault(key, deque(maxlen=IN_FLIGHT_KEPT)).append(
+                float(latency[i, j]) - workers[j].busy_remaining_ms)
 
     @property
     def xi(self) -> float:
@@ -133,7 +138,7 @@ class KairosDispatch(DispatchPolicy):
         if self._margin is not None:
             predicted = self._in_flight.get((device, variant, batch_size))
             if predicted:
-                self._margin.observe(predicted.pop(0), latency_ms)
+                self._margin.observe(predicted.popleft(), latency_ms)
         if self._learn:
             self.predictor.observe(device, variant, batch_size, latency_ms)
             self._coefficient_cache.clear()
