@@ -7,7 +7,9 @@ Consumes ``meridian.queries`` (faust agent) and, with no consumer group, ``merid
 of bad input on ``meridian.dead-letter`` and ``meridian.load-stats``. Every decision is the core's; this
 module only moves messages. A query's message is acknowledged (its offset committed) only once its
 batch is durably dispatched or its final result is sent, so a restarted scheduler re-reads what it had
-not acknowledged, and skips those it finds it had handed on (`handed_on`).
+not acknowledged, and skips those it finds it had handed on (`handed_on`). Several scheduler processes
+split the partitions (the applications) between them; a rebalance moves them with the same mechanism
+(`take_over`).
 
 Run: ``python -m services.scheduler``
 """
