@@ -17,6 +17,7 @@ from typing import cast
 
 import numpy as np
 from kafka import TopicPartition
+from kafka.errors import KafkaError
 
 from schemas import Query
 from services.drills.load import DrillOutcome, run_drill
@@ -110,8 +111,10 @@ def leader_kill(stack: LocalStack, log_dir: Path, port_base: int, config: DrillC
     """SIGKILL the broker leading the partition the load's queries go to, on a replicated cluster; start it
     again after ``outage_s`` and wait until it is back in every partition's in-sync replicas.
 
-    Notes: the killed node, the partition's leader after the election, and how long the node took to be
-    back in sync (``isr_rejoin_s``, from its restart).
+    Notes: the killed node, the partition's leader after the election and how long that took from the kill
+    (``election_s``: the controller waits out the broker's session timeout, 9 s by default), and how long
+    the node took to be back in sync (``isr_rejoin_s``, from its restart). The node stays down for
+    ``outage_s``, or until the election if that takes longer.
     """
     if stack.kafka_brokers < 3:
         raise ValueError(f"the leader-kill drill needs a cluster of 3 or more brokers, not {stack.kafka_brokers}")
@@ -123,9 +126,13 @@ def leader_kill(stack: LocalStack, log_dir: Path, port_base: int, config: DrillC
         def inject() -> None:
             partition, leader = _loaded_partition_leader(settings, topics.QUERIES)
             os.kill(cast(int, stack.kafka_node_pid(leader)), signal.SIGKILL)
-            time.sleep(config.outage_s)
+            killed = time.monotonic()
+            wait_until(lambda: _led_by_another(settings, topics.QUERIES, partition, leader), 120,
+                       f"a new leader of {topics.QUERIES}/{partition}", [])
             notes.update(killed_node=leader, partition=f"{topics.QUERIES}/{partition}",
-                         leader_after=_leaders(settings, topics.QUERIES)[partition])
+                         leader_after=_leaders(settings, topics.QUERIES)[partition],
+                         election_s=round(time.monotonic() - killed, 2))
+            time.sleep(max(0.0, config.outage_s - (time.monotonic() - killed)))
             stack.repair("kafka")
             restarted = time.monotonic()
             wait_until(lambda: _in_every_isr(settings, leader), 120, f"Kafka node {leader} back in sync", [])
@@ -142,6 +149,14 @@ def _leaders(settings: Settings, topic: str) -> dict[int, int]:
         return {p["partition_index"]: p["leader_id"] for p in admin.describe_topics([topic])[0]["partitions"]}
     finally:
         admin.close()
+
+
+def _led_by_another(settings: Settings, topic: str, partition: int, node: int) -> bool:
+    """Whether a node other than ``node`` leads the partition (False while the cluster cannot say)."""
+    try:
+        return _leaders(settings, topic)[partition] not in (-1, node)
+    except KafkaError:
+        return False
 
 
 def _loaded_partition_leader(settings: Settings, topic: str) -> tuple[int, int]:
