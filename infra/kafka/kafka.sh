@@ -149,7 +149,12 @@ stop() {
   done
   if [ "${#pids[@]}" -gt 0 ]; then
     kill "${pids[@]}" 2>/dev/null || true
-    for _ in $(seq 1 60); do kill -0 "${pids[@]}" 2>/dev/null || break; sleep 0.5; done
+    for _ in $(seq 1 60); do
+      alive=0
+      for pid in "${pids[@]}"; do if kill -0 "$pid" 2>/dev/null; then alive=1; fi; done
+      [ "$alive" = 1 ] || break
+      sleep 0.5
+    done
     for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     echo "kafka stopped"
   fi
