@@ -66,7 +66,8 @@ PEAK_OVER_CAPACITY = 1.2
 QUICK_PEAK_OVER_CAPACITY = 0.9
 RAMSIS_SET, RAMSIS_DEVICE = "fidelity-vision", "g4dn-emu"
 TARGET = {"slo_attainment_points": 2.0, "effective_accuracy_points": 0.5}
-PORTS = {"kafka": 39092, "redis": 36379, "metrics": 39301}
+#: below the kernel's ephemeral range (32768-60999): a port there may be taken by any outgoing connection
+PORTS = {"kafka": 31092, "redis": 31379, "metrics": 31301}
 
 
 def policy_settings(policy: str) -> dict[str, object]:
