@@ -80,9 +80,11 @@ def test_planner_chooses_a_fleet_and_kairos_serves_on_it(kairos_stack, settings)
         assert answered, f"{len(got)} of {len(served)} answered: {sorted({(r.status.value, r.reason) for r in got})[:5]}"
         results = [client.results[q][0] for q in served]
     # the largest queries need ~70% of their 350 ms SLO on the fastest device: one held up in transport may
-    # no longer make its deadline, and is then dropped, saying so, rather than answered late
+    # no longer make its deadline, and is then dropped, saying so (by the scheduler, or by the worker when
+    # the deadline passed on its way there), rather than answered late
     ok = [r for r in results if r.status is ResultStatus.OK]
-    assert all(r.status is ResultStatus.DROPPED and "would miss its deadline" in r.reason
+    assert all(r.status is ResultStatus.DROPPED and ("would miss its deadline" in r.reason
+                                                     or "its deadline passed" in r.reason)
                for r in results if r.status is not ResultStatus.OK), {r.reason for r in results}
     assert len(ok) >= 0.95 * len(results), f"{len(ok)} of {len(results)} ok"
     assert all(r.emulated for r in ok)
