@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import RESULTS_DIR, write_result
+from bench.common import RESULTS_DIR, save_figure, write_result
 from shared.autoscale import (
     Application,
     AutoscaleState,
@@ -407,10 +407,7 @@ def plot_systems(systems: dict[str, dict], points: list[dict], offered_qps: floa
     trade.legend(fontsize=8)
     fig.suptitle(f"Azure conv trace scaled to {QPS_RANGE[0]:g}-{QPS_RANGE[1]:g} qps over {DURATION_S:g} s, "
                  f"noisy neighbour {NOISY.start_s:g}-{NOISY.end_s:g} s; whole machines billed", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main() -> None:

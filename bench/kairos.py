@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from bench.common import RESULTS_DIR
+from bench.common import RESULTS_DIR, save_figure
 from shared.kairos import (
     BatchSizeMonitor,
     KairosDispatch,
@@ -521,10 +521,7 @@ def plot_throughput(models: dict[str, dict], budget_per_hour: float, path: Path)
     ax.axhline(1.0, color="0.4", lw=0.6)
     ax.set_title(f"Throughput at p99 within QoS, budget ${budget_per_hour:g}/h", fontsize=10)
     ax.legend(handles=handles, ncol=7, fontsize=8, loc="upper center", columnspacing=1.0, handlelength=1.5)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main() -> None:

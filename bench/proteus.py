@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import RESULTS_DIR, write_result
+from bench.common import RESULTS_DIR, save_figure, write_result
 from shared.policy.base import DispatchPolicy, FleetController, LoadSnapshot
 from shared.profiles.format import ProfileSet
 from shared.profiles.sources import merge
@@ -297,10 +297,7 @@ def plot_systems(payload: dict[str, Any], path: Path) -> None:
     fig.suptitle(f"{load['duration_s']} s of Azure LLM trace load ({BIN_S:g}x speed-up), peak {OVERLOAD:g}x the "
                  f"fleet's top-variant capacity, SLO {SLO_MS['efficientnet-lite']:g} ms; accuracy normalized per "
                  "family", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main() -> None:

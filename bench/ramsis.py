@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from bench.common import RESULTS_DIR, write_result
+from bench.common import RESULTS_DIR, save_figure, write_result
 from shared.policy.base import DispatchPolicy
 from shared.profiles.format import ProfileSet
 from shared.ramsis import (
@@ -383,10 +383,7 @@ def plot_policies(details: dict, path: Path) -> None:
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"Accuracy only where violations < {100 * PLOTTED_VIOLATION:g}%, as in the paper; p95 latencies, "
                  "deterministic service, no drops", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main() -> None:

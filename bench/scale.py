@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import RESULTS_DIR, write_result
+from bench.common import RESULTS_DIR, save_figure, write_result
 from schemas import Query
 from services.drills.load import run_drill
 from services.drills.scenarios import DrillConfig, leader_kill
@@ -111,10 +111,7 @@ def plot(runs: dict[str, dict], path: Path) -> None:
                label="2 cores x the run")
     right.set_title("CPU seconds during the run", fontsize=10)
     right.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main() -> None:
