@@ -239,6 +239,8 @@ class BatchFinished(_Message):
     rows: int = Field(ge=0)
     compute_ms: float = Field(ge=0.0)
     ok: bool
+    #: when its compute started: the scheduler measures the transport's hops around the compute from it
+    compute_started_at: Seconds | None = None
     at: Seconds
 
 

@@ -62,9 +62,13 @@ class Settings(BaseSettings):
     #: a query's deadline is its client's ``sent_at`` plus this many SLOs; it is dropped explicitly once it
     #: can no longer make it (answering it late would only delay the queries behind it)
     drop_after_slo_multiple: float = Field(default=1.0, gt=0.0)
-    #: the part of an SLO kept for carrying the answer from the worker to the client over Kafka (at most a
-    #: quarter of the SLO)
-    delivery_margin_ms: float = Field(default=50.0, ge=0.0)
+    #: a query's compute must leave this quantile of each transport hop of its SLO free (the hop to the
+    #: worker and its start, the answer's way back: learnt from every finished batch) ...
+    transport_quantile: float = Field(default=0.95, gt=0.0, le=1.0)
+    #: ... this much before the first batches were measured ...
+    transport_prior_ms: float = Field(default=30.0, ge=0.0)
+    #: ... and at most this share of the SLO
+    transport_max_share: float = Field(default=0.25, ge=0.0, lt=1.0)
     #: a worker whose batch is predicted to finish within this is sent its next batch already, so it does
     #: not idle while batches and their ends travel over Kafka (about one dispatch round trip)
     pipeline_lead_ms: float = Field(default=15.0, ge=0.0)
@@ -91,6 +95,10 @@ class Settings(BaseSettings):
     #: the Proteus planner plans for this many times the measured demand (the artifact's beta: 1.05);
     #: more keeps capacity for what profiles leave out (per-batch transport, service-time tails)
     proteus_headroom: float = Field(default=1.05, ge=1.0)
+    #: Proteus' batching per worker: ``proteus`` (the paper's: wait while one more query still fits) or
+    #: ``nexus`` (work-conserving, early drop; Meridian's extension: the paper's wait leaves each batch no
+    #: slack, and below capacity it loses queries the work-conserving rule serves, see bench-serving)
+    proteus_batching: str = Field(default="proteus", pattern="^(proteus|nexus)$")
     #: queries an application must have sent before its first plan
     planner_min_queries: int = Field(default=1000, ge=1)
     #: the autoscaler service's policy (live: ``infaas``; the baselines ``sm_plus`` and ``clipper_plus``

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from kafka import KafkaProducer
 from pydantic import ValidationError
 
-from schemas import AllocationPlan, LoadStatistics
+from schemas import AllocationPlan, LoadStatistics, worker_event_adapter
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
@@ -33,6 +33,7 @@ from shared.kairos.monitor import BatchSizeMonitor
 from shared.plans import to_message
 from shared.policy.base import LoadSnapshot, Planner, PlanStatus
 from shared.policy.registry import make_planner
+from shared.profiles.learned import LearnedProfiles
 from shared.proteus.control import PlanningController
 from shared.proteus.monitor import ReplanMonitor
 from shared.settings import Settings
@@ -94,6 +95,17 @@ def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: floa
     ctx.producer.send(topics.PLANS, key=stats.application.encode(), value=message.model_dump_json().encode())
     observe_plan(ctx, stats.application, message)
     return message
+
+
+def handle_worker_event(ctx: PlannerContext, raw: bytes) -> None:
+    """A worker event for the fleet planner's learned profiles; one it cannot read is the scheduler's to
+    refuse (it reads the same topic), so it is skipped here."""
+    try:
+        event = worker_event_adapter.validate_json(raw)
+    except ValidationError:
+        return
+    if ctx.fleet is not None:
+        ctx.fleet.on_worker_event(event)
 
 
 def plan_fleet(ctx: PlannerContext, now: float) -> AllocationPlan | None:
@@ -169,7 +181,8 @@ def make_fleet_planning(settings: Settings, catalogue: Catalogue) -> PlanningCon
                            slo_ms={app: slo for app, slo in settings.application_slo_ms.items() if app in applications},
                            headroom=settings.proteus_headroom)
     return PlanningController(planner, ReplanMonitor(period_s=settings.replan_period_s),
-                              interval_s=settings.load_stats_interval_s, applications=frozenset(applications))
+                              interval_s=settings.load_stats_interval_s, applications=frozenset(applications),
+                              learned=LearnedProfiles(catalogue.profiles))
 
 
 def bootstrap(settings: Settings) -> PlannerContext:
@@ -196,15 +209,21 @@ def main() -> None:
     ctx = bootstrap(settings)
     metrics.serve_metrics(settings.planner_metrics_port, settings.bind_host)
     initialize_metrics(settings)
-    consumer = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.planner", auto_offset_reset="latest")
-    # fetch the topic's metadata before the first join: a join that races it gets no partition
-    consumer.partitions_for_topic(topics.LOAD_STATS)
+    # load statistics, and for a fleet-wide planner the workers' events (what their batches really take)
+    followed = (topics.LOAD_STATS, topics.WORKER_EVENTS) if ctx.fleet is not None else (topics.LOAD_STATS,)
+    consumer = make_consumer(settings, *followed, group_id="meridian.planner", auto_offset_reset="latest")
+    # fetch the topics' metadata before the first join: a join that races it gets no partition
+    for topic in followed:
+        consumer.partitions_for_topic(topic)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         while not stop.is_set():
             for records in consumer.poll(timeout_ms=500).values():
                 for record in records:
+                    if record.topic == topics.WORKER_EVENTS:
+                        handle_worker_event(ctx, record.value)
+                        continue
                     try:
                         stats = LoadStatistics.model_validate_json(record.value)
                     except ValidationError as exc:

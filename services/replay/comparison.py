@@ -63,9 +63,12 @@ def sim_policy(name: str, settings: Settings, catalogue: Catalogue) -> tuple[Dis
     return policy, controller
 
 
-def sim_config(settings: Settings) -> CoreConfig:
-    """The live scheduler's core settings; workers never go silent in the simulator (no heartbeats)."""
-    return dataclasses.replace(CoreConfig.from_settings(settings, batch_id_prefix="sim"), worker_timeout_s=math.inf)
+def sim_config(settings: Settings, *, ideal: bool = False) -> CoreConfig:
+    """The live scheduler's core settings; workers never go silent in the simulator (no heartbeats). An
+    ideal machine (no transport) reserves nothing for it from the start."""
+    config = CoreConfig.from_settings(settings, batch_id_prefix="sim")
+    return dataclasses.replace(config, worker_timeout_s=math.inf,
+                               transport_prior_s=0.0 if ideal else config.transport_prior_s)
 
 
 def simulate_record(name: str, queries: Sequence[Query], workers: Sequence[SimWorker], settings: Settings,
@@ -75,8 +78,8 @@ def simulate_record(name: str, queries: Sequence[Query], workers: Sequence[SimWo
     # a batch takes a measured sample, as on an emulating worker (`services.worker.executors`)
     return simulate(workloads_from(queries, catalogue, start_s), workers, policy, catalogue.profiles,
                     service=ProfileServiceTime(catalogue.profiles, sampled=True), controller=controller,
-                    control_interval_s=settings.load_stats_interval_s,
-                    config=sim_config(settings), transport=transport, fleet_follows_plans=False, seed=seed)
+                    control_interval_s=settings.load_stats_interval_s, heartbeat_interval_s=settings.heartbeat_interval_s,
+                    config=sim_config(settings, ideal=transport is None), transport=transport, fleet_follows_plans=False, seed=seed)
 
 
 def simulate_draws(name: str, queries: Sequence[Query], workers: Sequence[SimWorker], settings: Settings,

@@ -38,8 +38,12 @@ def dispatch_options(settings: Settings, name: str | None = None, *, step_interv
         # the transport's jitter as prediction error, and has not been measured live yet (bench-kairos
         # measures it in simulation)
         return {"margin_quantile": None}
+    if name == "infaas":
+        from shared.infaas.monitor import MonitorConfig
+
+        return {"monitor": MonitorConfig.from_settings(settings), "worker_timeout_s": 3 * settings.heartbeat_interval_s}
     if name == "proteus":
-        return {"decision_interval_s": step_interval_s}
+        return {"decision_interval_s": step_interval_s, "batching": settings.proteus_batching}
     if name == "ramsis":
         from shared.adapters.ramsis_store import RedisPolicyStore
 

@@ -114,7 +114,8 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
             metrics.SERVED_ROWS.labels(query.application, batch.variant).inc(query.batch_size)
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchFinished(
         worker_id=ctx.worker_id, batch_id=batch.batch_id, variant=batch.variant, device=ctx.executor.device,
-        rows=rows, compute_ms=compute_s * 1000.0, ok=error is None, at=time.time()).model_dump_json().encode())
+        rows=rows, compute_ms=compute_s * 1000.0, ok=error is None, compute_started_at=started,
+        at=time.time()).model_dump_json().encode())
 
 
 def publish_result(ctx: WorkerContext, query: QueryWork, result: Result, compute_s: float | None = None) -> None:

@@ -20,14 +20,21 @@ A worker the snapshot shows above ``max_utilization`` (80%) is left out of the f
 - **Suggestion** / nothing matches: served the same way, on the closest loaded candidate.
 
 Static profiles are the catalogue's (the constructor's `ProfileSet`) plus whatever the metadata store
-holds (registered models); dynamic state comes from `update_from_metadata`. A candidate with no
-profile at all is served only as a fallback, first come, first served.
+holds (registered models). Dynamic state (instance states, utilization) comes from INFaaS' monitoring
+daemon (`InstanceMonitor`), which the policy runs itself on the worker events the core hears
+(``monitor``), so that wherever it serves, live or simulated, with or without a registry process, it
+sees Overloaded instances and busy workers; without ``monitor`` it comes from `update_from_metadata`.
+A candidate with no profile at all is served only as a fallback, first come, first served.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+from schemas import WorkerEvent
+from shared.infaas.daemon import InstanceMonitor
+from shared.infaas.metadata import InMemoryMetadataStore
+from shared.infaas.monitor import MonitorConfig
 from shared.infaas.records import (
     MAX_DISPATCH_UTILIZATION,
     FleetState,
@@ -63,12 +70,18 @@ class InfaasDispatch(DispatchPolicy):
         A load asked for and not seen done is asked for again after this long.
     max_utilization : float
         Workers the last snapshot shows busier than this are left out of getVariant's fleet.
+    monitor : MonitorConfig, optional
+        Run the monitoring daemon on the worker events (`on_worker_event`) with these thresholds, and serve
+        from its snapshot each window; a metadata store's snapshot then adds registered models only.
+    worker_timeout_s : float
+        The daemon's: a worker silent this long is gone.
     """
 
     name = "infaas"
 
     def __init__(self, profiles: ProfileSet | None = None, *, reload_after_s: float = 5.0,
-                 max_utilization: float = MAX_DISPATCH_UTILIZATION) -> None:
+                 max_utilization: float = MAX_DISPATCH_UTILIZATION, monitor: MonitorConfig | None = None,
+                 worker_timeout_s: float = 3.0) -> None:
         self._catalogue = {r.key: r for r in MetadataSnapshot.from_profiles(profiles).variants} if profiles else {}
         self._by_key: dict[Key, VariantRecord] = {}
         self._records: dict[str, list[VariantRecord]] = {}
@@ -80,6 +93,28 @@ class InfaasDispatch(DispatchPolicy):
         self._reload_after_s = reload_after_s
         self._max_utilization = max_utilization
         self._set_static(self._catalogue)
+        self._monitor_config = monitor
+        self._profiles = profiles
+        self._worker_timeout_s = worker_timeout_s
+        #: the monitoring daemon and its metadata store, from the first worker event on (``monitor``)
+        self._daemon: InstanceMonitor | None = None
+        self._store = InMemoryMetadataStore()
+
+    def on_worker_event(self, event: WorkerEvent, now_s: float) -> None:
+        """Feed the daemon; at the end of each of its windows, serve from its snapshot."""
+        if self._monitor_config is None:
+            return
+        if self._daemon is None:
+            if self._profiles is not None:
+                self._store.put_profiles(self._profiles)
+            kinds = {d.name: d.kind for d in self._profiles.devices} if self._profiles is not None else {}
+            slo = dict(self._profiles.slo_ms) if self._profiles is not None else {}
+            self._daemon = InstanceMonitor(self._store, kinds, self._worker_timeout_s, now_s,
+                                           config=self._monitor_config, family_slo_ms=slo)
+        self._daemon.observe(event, now_s)
+        if now_s - self._daemon.last_flush_s >= self._monitor_config.window_s:
+            self._daemon.flush(now_s)
+            self._apply(self._store.snapshot(now_s))
 
     def update_from_metadata(self, snapshot: MetadataSnapshot) -> None:
         """Replace what the policy knows of the metadata store.
@@ -88,6 +123,10 @@ class InfaasDispatch(DispatchPolicy):
         loop); the simulator calls it directly. Indexes are rebuilt only when the static profiles changed.
         """
         self._set_static({**self._catalogue, **{r.key: r for r in snapshot.variants}})
+        if self._monitor_config is None:  # the policy's own daemon is the source of the dynamic state
+            self._apply(snapshot)
+
+    def _apply(self, snapshot: MetadataSnapshot) -> None:
         self._instances = {(i.variant, i.worker_id): i for i in snapshot.instances}
         self._utilization = {w.worker_id: w.utilization for w in snapshot.workers}
 
@@ -128,11 +167,11 @@ class InfaasDispatch(DispatchPolicy):
 
     # -- internals ------------------------------------------------------------------------------
     def _select(self, query: PendingQuery, fleet: FleetState, selections: _Selections) -> Selection:
-        goals = (query.candidate_variants, query.batch_size, query.slo_ms)
+        goals = (query.candidate_variants, query.batch_size, query.budget_ms)
         selection = selections.get(goals)
         if selection is None:
             selection = selections[goals] = get_variant(
-                VariantQuery(query.batch_size, query.slo_ms), self._index(query.candidate_variants), fleet)
+                VariantQuery(query.batch_size, query.budget_ms), self._index(query.candidate_variants), fleet)
         return selection
 
     def _target(self, query: PendingQuery, fleet: FleetState, free: dict[str, WorkerView], selections: _Selections,
@@ -207,7 +246,7 @@ class InfaasDispatch(DispatchPolicy):
         """
         record = self._by_key.get((variant, worker.device))
         limit = min(worker.max_batch, record.max_rows) if record else worker.max_batch
-        chosen, rows, slo = [head.query_id], head.batch_size, head.slo_ms
+        chosen, rows, slo = [head.query_id], head.batch_size, head.budget_ms
         for query in queue:
             if query.query_id in taken or query.query_id == head.query_id or variant not in query.candidate_variants:
                 continue
@@ -215,11 +254,11 @@ class InfaasDispatch(DispatchPolicy):
                 break
             if record is not None:
                 latency = record.latency_ms(rows + query.batch_size)
-                if latency is None or latency > min(slo, query.slo_ms):
+                if latency is None or latency > min(slo, query.budget_ms):
                     break
             if fallback is not None and self._select(query, *fallback).status is SelectionStatus.ACTIVE:
                 continue
             chosen.append(query.query_id)
             rows += query.batch_size
-            slo = min(slo, query.slo_ms)
+            slo = min(slo, query.budget_ms)
         return tuple(chosen)

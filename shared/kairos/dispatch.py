@@ -1,7 +1,9 @@
 """`KairosDispatch`: the Kairos query distributor as a `DispatchPolicy` (HPDC'23 §5.1).
 
-On every call it matches the first ``rows_per_worker * n`` queued queries against *all* n workers with
-the cost of `kairos_cost_matrix` and a rectangular linear sum assignment. Only pairs on idle workers are
+On every call it matches the first ``rows_per_worker * n`` queued queries *of each application* against
+*all* n workers with the cost of `kairos_cost_matrix` and a rectangular linear sum assignment (the paper
+serves one model: with several applications on one queue, a window over the queue's head alone would let
+a burst of one application starve another, whose queries could run on workers the first cannot use). Only pairs on idle workers are
 dispatched, one query per assignment (Kairos never batches queries together); a query matched to a busy
 worker stays queued, "reserved", and is re-matched at the next event with a longer wait. The QoS safeguard
 xi widens with the prediction error observed at completions (`QosMargin`; unchanged while predictions are
@@ -9,6 +11,7 @@ exact).
 """
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Mapping, Sequence
 
@@ -40,7 +43,8 @@ class KairosDispatch(DispatchPolicy):
     penalty_tiebreak : add ``C_j L_ij`` to penalised costs (spec §8.2 option).
     hold_infeasible : keep a query queued rather than dispatch it to an idle worker where it would miss
         its QoS, when some busy worker could still meet it (spec §8.3 option; the paper dispatches).
-    rows_per_worker : rows of the matrix = the first ``rows_per_worker * n`` queries (the artifact's 2n).
+    rows_per_worker : rows of the matrix = the first ``rows_per_worker * n`` queries of each application
+        (the artifact's 2n).
     coefficients : fixed heterogeneity coefficient per device; by default derived from predictions at
         the largest batch, relative to the fastest device type present.
     learn : feed completions into the predictor.
@@ -84,6 +88,16 @@ class KairosDispatch(DispatchPolicy):
         self._learn = learn
         #: (variant, devices) -> C per device; cleared whenever the predictor learns
         self._coefficient_cache: dict[tuple[str, frozenset[str]], dict[str, float]] = {}
+        #: application -> its queued queries, in arrival order (each application's head joins the matching)
+        self._by_application: dict[str, dict[str, PendingQuery]] = {}
+
+    def on_query_added(self, query: PendingQuery) -> None:
+        self._by_application.setdefault(query.application, {})[query.query_id] = query
+
+    def on_query_removed(self, query_id: str) -> None:
+        for queued in self._by_application.values():
+            if queued.pop(query_id, None) is not None:
+                return
 
     def decide(
         self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]
@@ -91,10 +105,10 @@ class KairosDispatch(DispatchPolicy):
         idle = [w.inflight == 0 for w in workers]
         if not queue or not any(idle):
             return DispatchDecision.make_empty()
-        rows = queue[: self._rows_per_worker * len(workers)]
+        rows = self._heads(queue, self._rows_per_worker * len(workers))
         groups: dict[_WorkerKind, int] = {}
         column_group = [groups.setdefault((w.device, w.variants, w.max_batch), len(groups)) for w in workers]
-        per_row = np.array([(q.batch_size, q.slo_ms, q.arrival_s) for q in rows])
+        per_row = np.array([(q.batch_size, q.budget_ms, q.arrival_s) for q in rows])
         latency, coeff, allowed, variant_of = self._predicted_usage(rows, per_row[:, 0], workers, groups, column_group)
         qos = per_row[:, 1]
         wait = (now_s - per_row[:, 2]) * 1000.0
@@ -113,9 +127,19 @@ class KairosDispatch(DispatchPolicy):
             variant = variant_of[(rows[i].candidate_variants, column_group[j])]
             assignments.append(Assignment(workers[j].worker_id, variant, (rows[i].query_id,)))
             pairs.append((i, j, variant))
+            self._by_application.get(rows[i].application, {}).pop(rows[i].query_id, None)
         if self._margin is not None and pairs:
             self._remember_predictions(pairs, rows, latency, workers)
         return DispatchDecision(assignments=tuple(assignments))
+
+    def _heads(self, queue: Sequence[PendingQuery], per_application: int) -> list[PendingQuery]:
+        """The first ``per_application`` queries of each application, oldest head first (the queue's own
+        prefix while it holds one application, or when the policy was not told of its queries)."""
+        queued = [q for q in self._by_application.values() if q]
+        if len(queued) <= 1:
+            return queue[:per_application]
+        heads = [list(itertools.islice(q.values(), per_application)) for q in queued]
+        return [query for head in sorted(heads, key=lambda h: h[0].arrival_s) for query in head]
 
     def _remember_predictions(
         self, pairs: list[tuple[int, int, str]], rows: Sequence[PendingQuery], latency: np.ndarray,

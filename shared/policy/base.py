@@ -29,6 +29,20 @@ class PendingQuery(NamedTuple):
     slo_ms: float
     #: variants that may serve it, most preferred first (a named variant gives exactly one)
     candidate_variants: tuple[str, ...]
+    #: the share of its SLO the transport takes outside compute (the core's `TransportBudget`: the hop to
+    #: the worker, its start, the answer's way back); policies plan compute within the rest
+    reserve_s: float = 0.0
+
+    @property
+    def deadline_s(self) -> float:
+        """The compute deadline: a batch holding the query must finish computing by then for its answer to
+        reach the client within its SLO."""
+        return self.arrival_s + self.slo_ms / 1000.0 - self.reserve_s
+
+    @property
+    def budget_ms(self) -> float:
+        """The compute budget: the SLO less the transport's reserve (a latency to compare with profiles)."""
+        return self.slo_ms - self.reserve_s * 1000.0
 
 
 class WorkerView(NamedTuple):
@@ -121,6 +135,10 @@ class DispatchPolicy(ABC):
 
     def on_plan(self, plan: "FleetPlan") -> None:
         """A planner published a plan; for policies that route by one (Proteus)."""
+
+    def on_worker_event(self, event: "WorkerEvent", now_s: float) -> None:
+        """Every worker event the core heard, after the core's own calls above; for policies that monitor
+        the fleet themselves (INFaaS' monitoring daemon)."""
 
     def next_wakeup_s(self) -> float | None:
         """When the policy wants `decide` called although nothing happens (non-work-conserving batching)."""

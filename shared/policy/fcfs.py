@@ -1,6 +1,7 @@
 """First-come-first-served dispatch to the earliest-available idle worker (the foundation's default)."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from shared.policy.base import (
@@ -11,6 +12,7 @@ from shared.policy.base import (
     PendingQuery,
     WorkerView,
 )
+from shared.profiles.format import ProfileSet
 
 
 class GreedyBatching(BatchingPolicy):
@@ -24,18 +26,51 @@ class GreedyBatching(BatchingPolicy):
         return worker.max_batch
 
 
+class DeadlineBatching(BatchingPolicy):
+    """Work-conserving, sized by deadlines: of the profiled batch sizes, the one that finishes the most of
+    its queries by their compute deadlines (the smaller on a tie). A greedy batch as large as the worker
+    takes can outlast every SLO in it; one sized for the head alone shrinks to a row at a time once a
+    backlog brings the heads near their deadlines, and never catches up."""
+
+    name = "deadline"
+
+    def __init__(self, profiles: ProfileSet) -> None:
+        self._profiles = profiles
+
+    def batch_rows(
+        self, now_s: float, queue: Sequence[PendingQuery], worker: WorkerView, variant: str
+    ) -> int:
+        profile = self._profiles.find(variant, worker.device)
+        if profile is None or not queue:
+            return worker.max_batch
+        start = max(now_s, worker.available_at_s)
+        deadlines = [q.deadline_s for q in itertools.islice(queue, min(worker.max_batch, profile.max_batch))]
+        best, most = 1, -1
+        for rows, latency_ms in profile.batch_latency_ms.items():
+            if rows > worker.max_batch:
+                break
+            end = start + latency_ms / 1000.0
+            in_time = sum(deadline >= end for deadline in deadlines[:rows])
+            if in_time > most:
+                best, most = rows, in_time
+            if rows >= len(deadlines):
+                break
+        return best
+
+
 class FcfsDispatch(DispatchPolicy):
     """The queue head goes to the idle worker that has been free longest and can serve it.
 
     Queries the head's variant can also serve follow it into the same batch, in arrival order, up to
-    the rows the batching policy allows. A query no worker can serve now waits; one that no *idle*
+    the rows the batching policy allows (by default, with profiles, as many as still end by the head's
+    compute deadline; without, as many as the worker takes). A query no worker can serve now waits; one that no *idle*
     worker could serve does not block those behind it.
     """
 
     name = "fcfs"
 
-    def __init__(self, *, batching: BatchingPolicy | None = None) -> None:
-        self._batching = batching or GreedyBatching()
+    def __init__(self, profiles: ProfileSet | None = None, *, batching: BatchingPolicy | None = None) -> None:
+        self._batching = batching or (GreedyBatching() if profiles is None else DeadlineBatching(profiles))
 
     def decide(
         self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]

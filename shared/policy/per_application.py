@@ -21,6 +21,7 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from schemas import WorkerEvent
 from shared.policy.base import DispatchDecision, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
 
 
@@ -174,6 +175,10 @@ class PerApplicationDispatch(DispatchPolicy):
         self._plan = plan
         for group in self._groups():
             group.policy.on_plan(plan)
+
+    def on_worker_event(self, event: WorkerEvent, now_s: float) -> None:
+        for group in self._groups():
+            group.policy.on_worker_event(event, now_s)
 
     def next_wakeup_s(self) -> float | None:
         wakeups = [t for group in self._groups() if (t := group.policy.next_wakeup_s()) is not None]

@@ -66,7 +66,7 @@ def make_planner(name: str, profiles: ProfileSet, **options: Any) -> Planner:
     return factory(profiles, **options)
 
 
-register_dispatch(FcfsDispatch.name, _lazy("shared.policy.fcfs", "FcfsDispatch", uses_profiles=False))
+register_dispatch(FcfsDispatch.name, _lazy("shared.policy.fcfs", "FcfsDispatch"))
 register_dispatch("kairos", _lazy("shared.kairos.dispatch", "KairosDispatch"))
 register_dispatch("infaas", _lazy("shared.infaas.dispatch", "InfaasDispatch"))
 register_dispatch("proteus", _lazy("shared.proteus.dispatch", "ProteusDispatch"))

@@ -122,6 +122,9 @@ class ProfileSet(_CachedModel):
         except KeyError:
             raise KeyError(f"no profile for variant {variant!r} on device {device!r}") from None
 
+    def find(self, variant: str, device: str) -> VariantProfile | None:
+        return self._by_key.get((variant, device))
+
     def latency_ms(self, variant: str, device: str, batch_size: int) -> float:
         return self.get(variant, device).latency_ms(batch_size)
 

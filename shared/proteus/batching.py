@@ -41,15 +41,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.policy.base import BatchingPolicy, PendingQuery, WorkerView
-from shared.profiles.format import ProfileSet
+from shared.profiles.format import ProfileSet, VariantProfile
+from shared.profiles.learned import LearnedProfiles
 from shared.proteus.capacity import device_memory, max_batch_size
 
 Drop = Literal["batch", "alone", "lazy"]
 _DROPS = ("batch", "alone", "lazy")
-
-
-def _deadline(query: PendingQuery) -> float:
-    return query.arrival_s + query.slo_ms / 1000.0
 
 
 class QueueBatching(BatchingPolicy):
@@ -62,6 +59,8 @@ class QueueBatching(BatchingPolicy):
         default per policy.
     batch_sizes : batch sizes ``B_max`` may take (default: every profiled size).
     memory_mb : optional device memory per device type, for ``B_max``.
+    learn : correct the profiles by the service times finished batches showed (`LearnedProfiles`): the
+        latencies it batches on and ``B_max`` follow what the device delivers through the transport.
     """
 
     name = "queue"
@@ -74,15 +73,32 @@ class QueueBatching(BatchingPolicy):
         drop: Drop | None = None,
         batch_sizes: Iterable[int] | None = None,
         memory_mb: Mapping[str, float] | None = None,
+        learn: bool = True,
     ) -> None:
         drop = drop or self.default_drop
         if drop not in _DROPS:
             raise ValueError(f"`drop` must be one of {_DROPS}, got {drop!r}")
         self.drop = drop
+        self.learned = LearnedProfiles(profiles)
+        self._learn = learn
         self._profiles = profiles
         self._batch_sizes = None if batch_sizes is None else tuple(sorted(set(batch_sizes)))
         self._memory = memory_mb
         self._bmax: dict[tuple[str, str, float, int], int] = {}
+        self._version = 0
+
+    def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
+        if not self._learn:
+            return
+        self.learned.observe(device, variant, batch_size, latency_ms)
+        if self.learned.version != self._version:
+            self._version = self.learned.version
+            self._profiles = self.learned.profiles()
+            self._bmax.clear()
+
+    def profile(self, worker: WorkerView, variant: str) -> VariantProfile:
+        """The (learned) profile batching decides on."""
+        return self._profiles.get(variant, worker.device)
 
     def latency_s(self, worker: WorkerView, variant: str, rows: int) -> float:
         profile = self._profiles.get(variant, worker.device)
@@ -108,7 +124,7 @@ class QueueBatching(BatchingPolicy):
         alone = self.latency_s(worker, variant, 1)
         while k < n:
             rows = 1 if self.drop == "alone" else min(n - k, self.max_rows(worker, variant, queue[k].slo_ms))
-            if now_s + (alone if rows == 1 else self.latency_s(worker, variant, rows)) <= _deadline(queue[k]):
+            if now_s + (alone if rows == 1 else self.latency_s(worker, variant, rows)) <= queue[k].deadline_s:
                 break
             k += 1
         return k
@@ -154,7 +170,7 @@ class ProteusBatching(QueueBatching):
         q = min(len(queue), bmax)
         if len(queue) < bmax and now_s < self._next_wait(head, worker, variant, q):
             return 0
-        return self._fit(now_s, q, _deadline(head), worker, variant)
+        return self._fit(now_s, q, head.deadline_s, worker, variant)
 
     def wake_at_s(self, now_s: float, queue: Sequence[PendingQuery], worker: WorkerView, variant: str) -> float | None:
         if not queue:
@@ -165,7 +181,7 @@ class ProteusBatching(QueueBatching):
 
     def _next_wait(self, head: PendingQuery, worker: WorkerView, variant: str, q: int) -> float:
         """``T_max_wait(q+1)``: the latest start of a batch that still includes one more query."""
-        return round(_deadline(head) - self.latency_s(worker, variant, q + 1), 9)
+        return round(head.deadline_s - self.latency_s(worker, variant, q + 1), 9)
 
     def _fit(self, now_s: float, q: int, deadline: float, worker: WorkerView, variant: str) -> int:
         b = q
@@ -225,7 +241,7 @@ class AimdBatching(QueueBatching):
                 state.level = min(len(sizes) - 1, state.level + 1)
         limit = sizes[min(state.level, len(sizes) - 1)]
         rows = min(len(queue), limit)
-        state.pending_deadline = min(_deadline(q) for q in itertools.islice(queue, rows))
+        state.pending_deadline = min(q.deadline_s for q in itertools.islice(queue, rows))
         state.pending_full = rows == limit
         return rows
 
@@ -265,7 +281,7 @@ class TimerBatching(QueueBatching):
         return None if len(queue) >= bmax else self._timer(queue[0], worker, variant, bmax)
 
     def _timer(self, head: PendingQuery, worker: WorkerView, variant: str, bmax: int) -> float:
-        return round(_deadline(head) - self.latency_s(worker, variant, bmax), 9)
+        return round(head.deadline_s - self.latency_s(worker, variant, bmax), 9)
 
 
 BATCHING: dict[str, type[QueueBatching]] = {

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from schemas import BatchFinished, WorkerEvent
 from shared.policy.base import FleetController, FleetPlan, LoadSnapshot, Planner
+from shared.profiles.learned import LearnedProfiles
 from shared.proteus.monitor import ReplanMonitor
 
 
@@ -19,7 +21,9 @@ class PlanningController(FleetController):
     ``initial_rates`` stands for the demand the previous plan was made for: the first call plans for
     it instead of waiting for measurements. ``log`` keeps ``(time, reason, plan)`` of every solve.
     ``applications``: the ones it plans (None: all); another application's arrivals are not its demand
-    and never trigger a re-plan.
+    and never trigger a re-plan. ``learned``: profiles corrected by the batches the workers report
+    (`LearnedProfiles`); a planner that can take them (``update_profiles``) plans with them from its next
+    solve on, so that no plan routes more to a device than it serves through the transport.
     """
 
     planner: Planner
@@ -27,7 +31,13 @@ class PlanningController(FleetController):
     interval_s: float = 1.0
     initial_rates: Mapping[str, float] | None = None
     applications: frozenset[str] | None = None
+    learned: LearnedProfiles | None = None
     log: list[tuple[float, str, FleetPlan]] = field(default_factory=list)
+    _planned_version: int = 0
+
+    def on_worker_event(self, event: WorkerEvent) -> None:
+        if self.learned is not None and isinstance(event, BatchFinished):
+            self.learned.observe_event(event)
 
     def control(self, now_s: float, arrivals: Mapping[str, int]) -> FleetPlan | None:
         first = not self.log
@@ -41,6 +51,9 @@ class PlanningController(FleetController):
             rates = dict(self.initial_rates)
         elif reason is None or not any(r > 0 for r in rates.values()):
             return None
+        if self.learned is not None and self.learned.version != self._planned_version:
+            self._planned_version = self.learned.version
+            self.planner.update_profiles(self.learned.profiles())
         plan = self.planner.plan(LoadSnapshot(at_s=now_s, arrival_rate_qps=rates))
         self.log.append((now_s, reason or "initial", plan))
         if plan.success:

@@ -79,13 +79,14 @@ class ProteusDispatch(DispatchPolicy):
         elif batching_options:
             raise ValueError("`batching_options` only applies to a batching policy given by name")
         self.batching = batching
-        self._profiles = profiles
         self._profiled = {(p.variant, p.device) for p in profiles.variants}
         self._routing = routing
         self._sizes = sizes
         self._memory = memory_mb
         self._lookahead = decision_interval_s
         self._plan: FleetPlan | None = None
+        #: the learned profiles' version the capacities were computed with
+        self._version = 0
         self._workers: dict[str, WorkerView] = {}
         self._signature: tuple = ()
         self._routers: dict[tuple[str, tuple[str, ...], float], SmoothWeightedRouter | None] = {}
@@ -122,6 +123,10 @@ class ProteusDispatch(DispatchPolicy):
             q.remove(next(x for x in q if x.query_id == query_id))
 
     def decide(self, now_s: float, queue: Sequence[PendingQuery], workers: Sequence[WorkerView]) -> DispatchDecision:
+        if self.batching.learned.version != self._version:  # the devices serve at another rate than profiled
+            self._version = self.batching.learned.version
+            self._capacity.clear()
+            self._routers.clear()
         self._sync_workers(workers)
         dropped: list[tuple[str, str]] = []
         for query in self._fresh.values():
@@ -205,6 +210,7 @@ class ProteusDispatch(DispatchPolicy):
         planned one its share, not always its most accurate."""
         hosting = [w for w in self._workers.values() if self._hosted(w, candidates) is not None]
         shares = (self._plan.routing.get(application, {}) if self._plan is not None else {})
+        placed = self._placed()
         weights: dict[tuple[str, str], float] = {}
         if self._routing == "uniform":
             weights = {(w.worker_id, self._hosted(w, candidates)): 1.0 for w in hosting}
@@ -212,8 +218,10 @@ class ProteusDispatch(DispatchPolicy):
             for variant, share in shares.items():
                 if variant not in candidates or share <= 0:
                     continue
-                caps = {w.worker_id: self._cap(w, variant, slo_ms) for w in hosting
-                        if variant in w.variants and (variant, w.device) in self._profiled}
+                able = [w for w in hosting if variant in w.variants and (variant, w.device) in self._profiled]
+                # the workers the plan places the variant on; those merely hosting it only if it placed none
+                able = [w for w in able if variant in placed.get(w.worker_id, ())] or able
+                caps = {w.worker_id: self._cap(w, variant, slo_ms) for w in able}
                 total = sum(caps.values())
                 for worker_id, cap in caps.items():
                     if total > 0:
@@ -222,6 +230,25 @@ class ProteusDispatch(DispatchPolicy):
                 weights = {(w.worker_id, v): max(self._cap(w, v, slo_ms), 1e-6) for w in hosting
                            if (v := self._hosted(w, candidates)) is not None}
         return SmoothWeightedRouter(weights) if any(w > 0 for w in weights.values()) else None
+
+    def _placed(self) -> dict[str, tuple[str, ...]]:
+        """Worker id -> the variants the plan places on it. A plan places variants on device types; each
+        placement goes to a worker of its type that hosts all its variants (else any of them), in id
+        order. A worker that hosts more (the fleet stays while plans route) serves only its placement's:
+        a device switching between variants batches each at a fraction of its rate, and falls short of
+        the throughput the plan counted on."""
+        if self._plan is None:
+            return {}
+        free = sorted(self._workers.values(), key=lambda w: w.worker_id)
+        placed: dict[str, tuple[str, ...]] = {}
+        for placement in self._plan.placements:
+            fits = [w for w in free if w.device == placement.device]
+            best = (next((w for w in fits if set(placement.variants) <= set(w.variants)), None)
+                    or next((w for w in fits if set(placement.variants) & set(w.variants)), None))
+            if best is not None:
+                placed[best.worker_id] = placement.variants
+                free.remove(best)
+        return placed
 
     def _least_loaded(self, query: PendingQuery) -> tuple[str, str] | None:
         """INFaaS: the least loaded worker of the most accurate variant with room in its next batch."""
@@ -250,7 +277,7 @@ class ProteusDispatch(DispatchPolicy):
         key = (worker.device, variant, slo_ms)
         cap = self._capacity.get(key)
         if cap is None:
-            cap = self._capacity[key] = peak_throughput(self._profiles.get(variant, worker.device), slo_ms,
+            cap = self._capacity[key] = peak_throughput(self.batching.profile(worker, variant), slo_ms,
                                                         batch_sizes=self._sizes,
                                                         memory_mb=device_memory(self._memory, worker.device))
         return cap
@@ -258,7 +285,7 @@ class ProteusDispatch(DispatchPolicy):
     # -- batching ---------------------------------------------------------------------------------
     def _drop_unroutable(self, now_s: float, dropped: list[tuple[str, str]]) -> None:
         for query_id, query in list(self._unrouted.items()):
-            if now_s >= query.arrival_s + query.slo_ms / 1000.0:
+            if now_s >= query.deadline_s:
                 del self._unrouted[query_id]
                 del self._home[query_id]
                 dropped.append((query_id, "no worker hosts a variant for it; deadline passed"))
@@ -279,7 +306,7 @@ class ProteusDispatch(DispatchPolicy):
                 continue
             rows = self.batching.batch_rows(now_s + self._lookahead, q, worker, variant)
             if rows > 0:
-                ready.append((q[0].arrival_s + q[0].slo_ms / 1000.0, variant, rows))
+                ready.append((q[0].deadline_s, variant, rows))
             else:
                 at = self.batching.wake_at_s(now_s, q, worker, variant)
                 if at is not None:

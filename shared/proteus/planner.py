@@ -144,14 +144,19 @@ class ProteusPlanner(Planner):
         self.profiles = profiles
         self.fleet = dict(fleet) if fleet is not None else {d.name: 1 for d in profiles.devices}
         self.applications = resolve_applications(profiles, applications, slo_ms)
-        self.model = planning_model(profiles, self.fleet, self.applications, variants=variants,
-                                    batch_sizes=batch_sizes, memory_mb=memory_mb)
+        self._model_options = {"variants": variants, "batch_sizes": batch_sizes, "memory_mb": memory_mb}
+        self.model = planning_model(profiles, self.fleet, self.applications, **self._model_options)
         self._solve = {"headroom": headroom, "degrade_step": degrade_step, "time_limit_s": time_limit_s,
                            "mip_rel_gap": mip_rel_gap}
         self._fill_idle = fill_idle
         self.pinned = None if pinned is None else {d: dict(f) for d, f in pinned.items()}
         #: the last solution, for diagnostics (solve time, demand scale, counts)
         self.last_allocation: Allocation | None = None
+
+    def update_profiles(self, profiles: ProfileSet) -> None:
+        """Plan from now on with ``profiles`` (the devices' service times as learnt while serving)."""
+        self.profiles = profiles
+        self.model = planning_model(profiles, self.fleet, self.applications, **self._model_options)
 
     def plan(self, load: LoadSnapshot) -> FleetPlan:
         demand = np.array([max(0.0, float(load.arrival_rate_qps.get(a.name, 0.0))) for a in self.model.applications])

@@ -174,7 +174,7 @@ class RamsisDispatch(DispatchPolicy):
                 dropped.append((q.query_id, f"RAMSIS serves {list(self._models)}; none is a candidate"))
                 continue
             self._monitor.record(q.arrival_s)
-            self._deal((q.arrival_s + q.slo_ms / 1000.0, next(self._seq), q))
+            self._deal((q.deadline_s, next(self._seq), q))
         self._fresh.clear()
         return tuple(dropped)
 

@@ -18,6 +18,7 @@ from shared.catalogue import Catalogue, QueryRejected, Resolution
 from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
 from shared.profiles.format import VariantProfile
 from shared.serving.queue import AdmissionQueue, Queued
+from shared.serving.transport_budget import TransportBudget
 from shared.serving.wording import duration
 
 if TYPE_CHECKING:
@@ -53,10 +54,11 @@ class Rejection(NamedTuple):
 class CoreConfig:
     #: a query's deadline is its send time plus this many SLOs; it is dropped once it cannot make it
     drop_after_slo_multiple: float = 1.0
-    #: time an answer needs after its compute to reach the client (the transport's share of the SLO), at
-    #: most ``delivery_margin_share`` of a query's SLO
-    delivery_margin_s: float = 0.0
-    delivery_margin_share: float = 0.25
+    #: the quantile of each transport hop a query's compute leaves room for (`TransportBudget`), the
+    #: reserve before any batch was measured, and the largest share of a query's SLO it may take
+    transport_quantile: float = 0.95
+    transport_prior_s: float = 0.0
+    transport_max_share: float = 0.25
     #: a worker whose full batch in flight is predicted to finish within this long is offered its next
     #: batch already (at most two in flight), so that it does not idle while a batch travels to it and its
     #: end travels back; 0: one batch at a time (the simulator, whose messages take no time)
@@ -78,7 +80,9 @@ class CoreConfig:
     @classmethod
     def from_settings(cls, settings: "Settings", *, batch_id_prefix: str) -> "CoreConfig":
         return cls(drop_after_slo_multiple=settings.drop_after_slo_multiple,
-                   delivery_margin_s=settings.delivery_margin_ms / 1000.0,
+                   transport_quantile=settings.transport_quantile,
+                   transport_prior_s=settings.transport_prior_ms / 1000.0,
+                   transport_max_share=settings.transport_max_share,
                    pipeline_lead_s=settings.pipeline_lead_ms / 1000.0, learn_service_rate=True,
                    worker_timeout_s=3 * settings.heartbeat_interval_s, batch_id_prefix=batch_id_prefix,
                    max_clock_skew_s=settings.max_clock_skew_s, duplicate_window_s=settings.duplicate_window_s)
@@ -195,6 +199,7 @@ class SchedulerCore:
         #: query id -> (admitted at, delivery), oldest first: the duplicate window
         self._recent: OrderedDict[str, tuple[float, Hashable | None]] = OrderedDict()
         self._batches = 0
+        self.transport = TransportBudget(quantile=config.transport_quantile, prior_s=config.transport_prior_s)
 
     @property
     def catalogue(self) -> Catalogue:
@@ -241,11 +246,13 @@ class SchedulerCore:
             return Rejection("query has no `inputs` and a real (non-emulated) device may serve it")
         self._remember(query.query_id, now, delivery)
         arrival = min(query.sent_at, now)
-        pending = PendingQuery(query.query_id, query.application, query.batch_size, arrival, query.slo_ms, candidates)
+        reserve = self._reserve_s(query.slo_ms)
+        pending = PendingQuery(query.query_id, query.application, query.batch_size, arrival, query.slo_ms, candidates,
+                               reserve)
         fastest = self._fastest_s(candidates, query.batch_size)
         ahead_until = now + self.queue.rows_waiting(query.application) / self._capacity_rows_per_s(candidates)
         deadline = arrival + self.config.drop_after_slo_multiple * query.slo_ms / 1000.0
-        last_start = deadline - fastest - self._margin_s(query.slo_ms)
+        last_start = deadline - fastest - reserve
         drop_at = last_start if ahead_until <= last_start else -math.inf
         self.queue.push(Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until))
         self.policy.on_query_added(pending)
@@ -258,18 +265,21 @@ class SchedulerCore:
 
     # -- workers --------------------------------------------------------------------------------
     def on_worker_event(self, event: object) -> None:
-        """A worker event message, as the workers publish it."""
+        """A worker event message, as the workers publish it (live and in the simulator alike); the policy
+        hears it after the core."""
         if isinstance(event, WorkerHeartbeat):
             self.worker_seen(event.worker_id, device=event.device, emulated=event.emulated,
                              variants=tuple(event.variants), max_batch=event.max_batch, incarnation=event.incarnation)
         elif isinstance(event, BatchFinished):
-            self.batch_finished(event.worker_id, event.batch_id, event.compute_ms, rows=event.rows)
+            self.batch_finished(event.worker_id, event.batch_id, event.compute_ms, rows=event.rows,
+                                started_s=event.compute_started_at)
         elif isinstance(event, VariantLoaded):
             self.variant_changed(event.worker_id, event.variant, loaded=True)
         elif isinstance(event, VariantUnloaded):
             self.variant_changed(event.worker_id, event.variant, loaded=False)
         elif isinstance(event, WorkerStopped):
             self.worker_lost(event.worker_id)
+        self.policy.on_worker_event(event, self._clock())
 
     def worker_seen(self, worker_id: str, *, device: str, emulated: bool, variants: tuple[str, ...],
                     max_batch: int, incarnation: str | None) -> None:
@@ -294,14 +304,19 @@ class SchedulerCore:
             self._forget_capacity()
             self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
 
-    def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None) -> None:
+    def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None,
+                       started_s: float | None = None) -> None:
         """A batch is done; ``rows`` is how many of its rows were computed (a worker skips expired ones),
-        by default all."""
+        by default all; ``started_s``, when its compute started (on the core's clock), measures the
+        transport around it."""
         now = self._clock()
         record = self.workers.get(worker_id)
         batch = record.inflight.pop(batch_id, None) if record is not None else None
         if batch is None:
             return  # a batch of a worker's previous life, or of another scheduler
+        if started_s is not None:
+            self.transport.observe(start_s=started_s - batch.dispatched_s,
+                                   answer_s=now - started_s - compute_ms / 1000.0)
         if self.config.learn_service_rate and batch.dispatched_s < record.available_at_s:
             # it was waiting at the worker when the batch before it ended, so the worker went from one to
             # the other: whatever the gap holds beyond the profiled compute slows a busy worker down
@@ -477,15 +492,15 @@ class SchedulerCore:
         needs = [f"{item.fastest_s * 1000:.3g} ms on its fastest variant"]
         if item.ahead_until_s > now:
             needs.insert(0, f"{duration(item.ahead_until_s - now)} for the work queued ahead of it")
-        margin = self._margin_s(item.pending.slo_ms)
+        margin = item.pending.reserve_s
         if margin > 0.0:
-            needs.append(f"{duration(margin)} to deliver the answer")
+            needs.append(f"{duration(margin)} for the transport (the hop to the worker and the answer's way back)")
         missed = start + item.fastest_s + margin - item.deadline_s
         return (f"would miss its deadline by {duration(missed)}: sent {duration(now - item.pending.arrival_s)} ago "
                 f"with a {item.pending.slo_ms:g} ms SLO, it needs {', '.join(needs)}")
 
-    def _margin_s(self, slo_ms: float) -> float:
-        return min(self.config.delivery_margin_s, self.config.delivery_margin_share * slo_ms / 1000.0)
+    def _reserve_s(self, slo_ms: float) -> float:
+        return min(self.transport.reserve_s, self.config.transport_max_share * slo_ms / 1000.0)
 
     def _clock_problem(self, sent_at: float, now: float, transport_s: float | None) -> str | None:
         limit = self.config.max_clock_skew_s

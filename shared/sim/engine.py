@@ -476,7 +476,6 @@ class Simulation:
         worker = self.workers[worker_id]
         if isinstance(job, str):
             worker.placement = Placement(worker.placement.device, tuple(sorted({*worker.placement.variants, job})))
-            self.core.variant_changed(worker_id, job, loaded=True)
             self._tell(VariantLoaded.model_construct(worker_id=worker_id, variant=job, load_ms=service_ms, at=self.now))
         else:
             worker.busy_s += service_ms / 1000.0
@@ -486,7 +485,7 @@ class Simulation:
                 self.finish_s[i] = finish
                 if finish > self.deadline_s[i]:
                     self.misses += 1
-            self._notice(worker, lambda: self._batch_heard(worker, job, service_ms), after_s=sent)
+            self._notice(worker, lambda: self._batch_heard(worker, job, service_ms, sent), after_s=sent)
             if self.transport is not None and not worker.stopping:
                 self._push(sent + float(self.transport.batch_overhead.draw(self.hop_rng)), EventType.FREE, worker)
                 return
@@ -502,13 +501,12 @@ class Simulation:
         sent = self.now + np.cumsum(self.transport.publish_per_row.draw(self.hop_rng, count))
         return float(sent[-1]), (sent + self.transport.to_client.draw(self.hop_rng, count)).tolist()
 
-    def _batch_heard(self, worker: _Worker, job: Dispatch, service_ms: float) -> None:
-        worker_id = worker.spec.worker_id
-        self.core.batch_finished(worker_id, job.batch_id, service_ms)
-        if self.controller is not None:
-            self.controller.on_worker_event(BatchFinished.model_construct(
-                worker_id=worker_id, batch_id=job.batch_id, variant=job.variant, device=worker.spec.device,
-                rows=job.rows, compute_ms=service_ms, ok=True, at=self.now))
+    def _batch_heard(self, worker: _Worker, job: Dispatch, service_ms: float, sent_s: float) -> None:
+        """The batch's end event (sent at ``sent_s``, after its last result) reaches the core and controller."""
+        self._tell(BatchFinished.model_construct(
+            worker_id=worker.spec.worker_id, batch_id=job.batch_id, variant=job.variant, device=worker.spec.device,
+            rows=job.rows, compute_ms=service_ms, ok=True, compute_started_at=self.start_s[job.items[0].payload],
+            at=sent_s))
 
     # -- the fleet ------------------------------------------------------------------------------
     def _add_worker(self, spec: SimWorker) -> _Worker:
@@ -551,8 +549,6 @@ class Simulation:
         """What a live worker's heartbeat carries, to the core and the controller."""
         worker.beat_busy_s, worker.beat_at_s = worker.busy_s, self.now
         spec = worker.spec
-        self.core.worker_seen(spec.worker_id, device=spec.device, emulated=True, variants=worker.placement.variants,
-                              max_batch=spec.max_batch, incarnation=None)
         self._tell(WorkerHeartbeat.model_construct(
             worker_id=spec.worker_id, incarnation=None, device=spec.device, emulated=True,
             variants=list(worker.placement.variants), max_batch=spec.max_batch, inflight=int(worker.running),
@@ -601,7 +597,6 @@ class Simulation:
 
     def _unloaded(self, worker: _Worker, variant: str) -> None:
         worker.placement = Placement(worker.placement.device, tuple(v for v in worker.placement.variants if v != variant))
-        self.core.variant_changed(worker.spec.worker_id, variant, loaded=False)
         self._tell(VariantUnloaded.model_construct(worker_id=worker.spec.worker_id, variant=variant, at=self.now))
 
     def _max_batch(self, placement: Placement) -> int:
@@ -631,10 +626,11 @@ class Simulation:
         self._notice(worker, lambda: self._stop_heard(worker))
 
     def _stop_heard(self, worker: _Worker) -> None:
-        self.core.worker_lost(worker.spec.worker_id)
         self._tell(WorkerStopped.model_construct(worker_id=worker.spec.worker_id, at=self.now))
 
     def _tell(self, event: object) -> None:
+        """A worker event reaches the core (as a live scheduler's message would) and the controller."""
+        self.core.on_worker_event(event)
         if self.controller is not None:
             self.controller.on_worker_event(event)
 

@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from schemas import Result, ResultStatus
+from shared.serving.transport_budget import without_stalls
 
 #: quantile levels a hop keeps: every 5% plus the tails that decide a p99
 LEVELS = tuple(np.round(np.concatenate([np.arange(0.0, 0.951, 0.05), [0.975, 0.99, 0.995, 1.0]]), 4).tolist())
@@ -36,14 +37,6 @@ LEVELS = tuple(np.round(np.concatenate([np.arange(0.0, 0.951, 0.05), [0.975, 0.9
 #: a batch dispatched this long before its worker's previous batch finished had reached the worker by then
 #: (the scheduler -> worker hop takes a few milliseconds)
 WAITING_S = 0.010
-
-
-#: a delay beyond its hop's median plus this many median absolute deviations (and at least `STALL_FLOOR_S`
-#: beyond the median) is a stall of the machine (a pause of the broker, the collector, a starved CPU), not
-#: the hop's latency. A stall holds up the messages of its moment together; drawn for every message
-#: independently it would slow every batch's path, so stalls are counted but not fitted.
-STALL_MADS = 30.0
-STALL_FLOOR_S = 0.005
 
 
 class HopLatency(BaseModel):
@@ -56,14 +49,11 @@ class HopLatency(BaseModel):
 
     @classmethod
     def fit(cls, delays_s: Sequence[float]) -> "HopLatency":
-        values = np.clip(np.asarray(delays_s, dtype=float), 0.0, None)
-        if not len(values):
+        if not len(delays_s):
             return cls.zero()
-        median = np.median(values)
-        limit = median + max(STALL_MADS * np.median(np.abs(values - median)), STALL_FLOOR_S)
-        kept = values[values <= limit]
+        kept = without_stalls(delays_s)
         return cls(quantiles_s=np.quantile(kept, LEVELS).round(7).tolist(), samples=len(kept),
-                   stalls=len(values) - len(kept))
+                   stalls=len(delays_s) - len(kept))
 
     @classmethod
     def zero(cls) -> "HopLatency":

@@ -42,7 +42,7 @@ class Harness:
                                              duplicate_window_s=options.get("window", 600.0),
                                              pipeline_lead_s=options.get("lead", 0.0),
                                              learn_service_rate=options.get("learn", False),
-                                             delivery_margin_s=options.get("margin", 0.0)), clock=self.clock)
+                                             transport_prior_s=options.get("margin", 0.0)), clock=self.clock)
 
     def at(self, now: float) -> "Harness":
         self.clock.now = now
@@ -324,11 +324,33 @@ def test_the_work_ahead_is_judged_with_the_overhead_batches_were_seen_to_take_be
     assert [q for q in dropped if q.startswith("q")] == ["q36"]
 
 
-def test_the_delivery_margin_takes_at_most_a_quarter_of_a_tight_slo() -> None:
+def test_the_transport_reserve_takes_at_most_a_quarter_of_a_tight_slo() -> None:
     core = Harness(drop=1.0, margin=0.050)
     core.event(heartbeat("w1"), 0.0)
-    core.admit(make_query("tight", slo_ms=50.0), 1.0, "t")  # a 50 ms margin would leave it no time at all
+    core.admit(make_query("tight", slo_ms=50.0), 1.0, "t")  # a 50 ms reserve would leave it no time at all
     assert not core.step(1.0).dropped
     core.admit(make_query("waited", slo_ms=50.0), 2.0, "w", sent_at=2.0 - 0.038)  # 12.5 + 1 ms no longer fit
     [(item, reason)] = core.step(2.0).dropped
-    assert item.pending.query_id == "waited" and "12.5 ms to deliver the answer" in reason
+    assert item.pending.query_id == "waited" and "12.5 ms for the transport" in reason
+    assert item.pending.reserve_s == pytest.approx(0.0125) and item.pending.budget_ms == pytest.approx(37.5)
+
+
+def test_policies_see_a_compute_deadline_that_leaves_the_measured_transport_its_time() -> None:
+    """Every finished batch says when its compute started; the core reserves the hops around it."""
+    core = Harness(drop=1.0)
+    core.event(heartbeat("w1"), 0.0)
+    now = 1.0
+    for k in range(64):  # a batch starts 4 ms after its dispatch and its end is heard 6 ms after its compute
+        core.admit(make_query(f"q{k}"), now, k)
+        [dispatch] = core.step(now).dispatches
+        compute_ms = 1.0
+        now += 0.004
+        started = now
+        now += compute_ms / 1000.0 + 0.006
+        core.event(BatchFinished(worker_id="w1", batch_id=dispatch.batch_id, variant=dispatch.variant, device="cpu",
+                                 rows=1, compute_ms=compute_ms, ok=True, compute_started_at=started, at=now), now)
+    assert core.core.transport.quantiles_ms() == pytest.approx({"start": 4.0, "answer": 6.0}, abs=1e-6)
+    core.admit(make_query("late"), now, "late")
+    pending = core.core.queue.items["late"].pending
+    assert pending.reserve_s == pytest.approx(0.010)
+    assert pending.deadline_s == pytest.approx(now + pending.slo_ms / 1000.0 - 0.010)

@@ -71,7 +71,7 @@ class ClockworkDispatch(DispatchPolicy):
                     self.predictor.predict(worker.device, variant, [query.batch_size])[0]
                 )
             finish_ms = tails[worker.worker_id] + latency
-            key = (waited_ms + finish_ms > query.slo_ms, finish_ms, order)
+            key = (waited_ms + finish_ms > query.budget_ms, finish_ms, order)
             if best is None or key < best[0]:
                 best = (key, worker.worker_id, variant, latency)
         if best is None:

@@ -1,0 +1,293 @@
+"""``make bench-serving``: does every policy serve well, live through Kafka and in the simulator?
+
+The demo's two applications and fleet (`services.demo.workload`): ``vision`` on three workers emulating
+``cpu-1t``, ``cpu-2t`` and ``g4dn-emu`` from measured profiles, ``digits`` on a real onnxruntime worker.
+Each policy (fcfs, kairos, infaas, proteus, ramsis; Proteus with its planner, RAMSIS with its offline
+policy set for vision, digits first come first served beside it) serves:
+
+- steady Poisson loads of vision at 0.3, 0.6 and 0.9 x the fleet's capacity (`top_capacity_qps`: its most
+  accurate variant at its best batch within half the SLO), digits at `DIGITS_STEADY_QPS`, for
+  ``--steady`` seconds each;
+- the trace stretch of ``make bench-fidelity`` (the Azure traces sped up, vision peaking at 1.2 x).
+
+Every point runs in the transport-fitted simulator (`SIM_DRAWS` seeds pooled) and in the ideal one (no
+Kafka); the ``--live`` points also run live, through the real stack, read back and scored as the
+simulator is (``bench-fidelity``'s runner: `bench.fidelity.live_run` and `compare`). The simulator's
+hops are fitted from the first live run. Per point: SLO attainment, effective accuracy, goodput ratio,
+p50/p99, the longest stretch with no answer at all, drops by reason; per live point the gap to the
+simulator and what Kafka costs (ideal minus live). ``bench/results/serving.json``, ``serving.png``.
+
+Goodput ratio: the vision queries answered within their SLO over those the fleet could have answered in
+the same seconds (per second, the smaller of what was sent and the capacity): 1 means the fleet served
+all it could.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import RESULTS_DIR, save_figure, write_result
+from bench.fidelity import (BIN_S, PORTS, RAMSIS_SET, STRETCH_S, compare, generate_ramsis_set, live_run,
+                            run_settings)
+from schemas import Query
+from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SLO_MS, schedule, top_capacity_qps)
+from services.replay.comparison import SIM_DRAWS, judge_draws, simulate_draws
+from services.stack import LocalStack
+from shared.catalogue import Catalogue
+from shared.settings import REPO_ROOT, Settings
+from shared.sim.engine import SimResult
+from shared.sim.replay import sim_outcomes
+from shared.sim.scorecard import Outcomes, Scorecard, Tenure
+from shared.sim.transport import TransportModel, fit_transport, hop_records
+from shared.sim.workers import SimWorker
+
+POLICIES = ("fcfs", "kairos", "infaas", "proteus", "ramsis")
+TRACE = "trace-1.2"
+POINTS: tuple[float | str, ...] = (0.3, 0.6, 0.9, TRACE)
+LIVE_POINTS: tuple[float | str, ...] = (0.6, TRACE)
+TRACE_PEAK = 1.2
+DIGITS_STEADY_QPS = 20.0
+#: policies that scale accuracy: at the trace's 1.2x peak they are held to the SLO, the others to goodput
+ACCURACY_SCALING = ("proteus", "ramsis", "infaas")
+TARGETS = {"below_capacity_slo_attainment": 0.99, "peak_slo_attainment_accuracy_scaling": 0.99,
+           "peak_goodput_ratio_others": 0.95, "live_minus_sim_points": 2.0}
+START_S = 1_000.0
+
+
+def point_label(load: float | str) -> str:
+    return load if isinstance(load, str) else f"{load:g}x"
+
+
+def point_schedule(settings: Settings, catalogue: Catalogue, load: float | str, steady_s: float,
+                   seed: int) -> list[tuple[float, str]]:
+    """(offset s, application) of every query of one load point, in send order."""
+    if load == TRACE:
+        return schedule(settings, catalogue, STRETCH_S, bin_s=BIN_S, peak_over_capacity=TRACE_PEAK,
+                        scaled_on_s=STRETCH_S, seed=seed)
+    rng = np.random.default_rng(seed)
+    rates = {"vision": float(load) * top_capacity_qps(catalogue), "digits": DIGITS_STEADY_QPS}
+    sends = []
+    for app, rate in rates.items():
+        gaps = rng.exponential(1.0 / rate, int(rate * steady_s * 1.2) + 10)
+        sends += [(float(t), app) for t in np.cumsum(gaps) if t < steady_s]
+    return sorted(sends)
+
+
+def sim_queries(plan: Sequence[tuple[float, str]]) -> list[Query]:
+    """The schedule as the queries a client sends (send times from `START_S`), for the simulator."""
+    return [Query(query_id=f"q{k}", application=app, model=APPLICATIONS[app][0], slo_ms=SLO_MS[app], batch_size=1,
+                  sent_at=START_S + offset) for k, (offset, app) in enumerate(plan)]
+
+
+def demo_workers(catalogue: Catalogue) -> list[SimWorker]:
+    """The demo's fleet, as the simulator holds it (a worker's largest batch is its variants' smallest
+    profiled maximum, as a live worker takes it)."""
+    vision = tuple(catalogue.variants_of(APPLICATIONS["vision"][0]))
+    digits = tuple(catalogue.variants_of(APPLICATIONS["digits"][0]))
+    hosts = [*((worker_id, device, vision) for worker_id, device in EMULATED), (DIGITS_WORKER, "cpu-1t", digits)]
+    return [SimWorker(worker_id, device, variants,
+                      min(catalogue.profile(v, device).max_batch for v in variants))
+            for worker_id, device, variants in hosts]
+
+
+# -- what a point measured -------------------------------------------------------------------------
+def goodput_ratio(outcomes: Outcomes, capacity_qps: float, draws: int) -> float:
+    """Vision answered within SLO over what the fleet could have answered (per second: min(sent, capacity))."""
+    vision = outcomes.only(outcomes.application == "vision")
+    if not len(vision.sent_s):
+        return 0.0
+    latency = (vision.answered_s - vision.sent_s) * 1000.0
+    within = int(np.sum(np.nan_to_num(latency, nan=np.inf) <= vision.slo_ms)) / draws
+    seconds = np.floor(vision.sent_s - vision.sent_s.min()).astype(int)
+    sent = np.bincount(seconds) / draws
+    return round(within / float(np.minimum(sent, capacity_qps).sum()), 5)
+
+
+def longest_silence_s(answered_s: Sequence[np.ndarray], start_s: float, end_s: float) -> float:
+    """The longest stretch within [start, end] without a single ``ok`` answer, over the draws given."""
+    longest = 0.0
+    for answers in answered_s:
+        times = np.sort(answers[~np.isnan(answers) & (answers >= start_s) & (answers <= end_s)])
+        edges = np.concatenate([[start_s], times, [end_s]])
+        longest = max(longest, float(np.max(np.diff(edges))))
+    return round(longest, 3)
+
+
+def reason_kind(reason: str) -> str:
+    """A drop's kind: its first clause, numbers as ``n``."""
+    return re.sub(r"\b\d+(\.\d+)?\b", "n", reason.split("; ")[0].split(": sent")[0])
+
+
+def sim_drops(results: Sequence[SimResult]) -> dict[str, float]:
+    kinds = Counter(reason_kind(reason) for result in results for reason in result.dropped.values())
+    return {kind: round(n / len(results), 1) for kind, n in kinds.most_common(6)}
+
+
+def live_drops(answers: dict[str, tuple[object, float]], sent: Sequence[str]) -> dict[str, int]:
+    kinds = Counter()
+    for query_id in sent:
+        result = answers.get(query_id, (None,))[0]
+        if result is None:
+            kinds["never answered"] += 1
+        elif result.status.value != "ok":
+            kinds[f"{result.status.value}: {reason_kind(result.reason or '')}"] += 1
+    return dict(kinds.most_common(6))
+
+
+def entry(card: Scorecard, outcomes: Outcomes, draws: int, capacity_qps: float, silence_s: float,
+          drops: dict[str, float]) -> dict[str, object]:
+    return {"slo_attainment": card.slo_attainment, "effective_accuracy": card.effective_accuracy,
+            "goodput_ratio": goodput_ratio(outcomes, capacity_qps, draws), "p50_ms": card.p50_ms,
+            "p99_ms": card.p99_ms, "longest_silence_s": silence_s, "drops": drops, "queries": card.queries}
+
+
+def simulated_point(policy: str, settings: Settings, catalogue: Catalogue, queries: Sequence[Query],
+                    transport: TransportModel | None, capacity_qps: float) -> tuple[dict[str, object], dict]:
+    workers = demo_workers(catalogue)
+    results = simulate_draws(policy, queries, workers, settings, catalogue, start_s=START_S, transport=transport)
+    end = max(q.sent_at for q in queries)
+    served = judge_draws(results, [Tenure(w.device, START_S, None) for w in workers], catalogue, start_s=START_S,
+                         end_s=end)
+    silence = longest_silence_s([sim_outcomes(r, START_S).answered_s for r in results], START_S, end)
+    return entry(served.card, served.outcomes, served.draws, capacity_qps, silence, sim_drops(results)), served.series
+
+
+# -- the bench -------------------------------------------------------------------------------------
+def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float | str], steady_s: float,
+        logs: Path) -> dict[str, object]:
+    base = run_settings(stack, "fcfs")
+    catalogue = Catalogue.from_settings(base)
+    capacity = top_capacity_qps(catalogue)
+    digits_variants = sorted(catalogue.variants_of("digits"), key=lambda v: catalogue.profiles_of(v)[0].latency_ms(1))
+    rows = np.load(base.models_dir / "digits-test.npz")["x"].astype(np.float32)
+    plans = {load: point_schedule(base, catalogue, load, steady_s, seed=3 + k) for k, load in enumerate(POINTS)}
+    if "ramsis" in policies:
+        generate_ramsis_set(base, round(TRACE_PEAK * capacity, 1))
+    points: list[dict[str, object]] = []
+    series: dict[str, dict[str, dict]] = {}
+    transport: TransportModel | None = None
+    for policy in policies:
+        settings = run_settings(stack, policy)
+        for load in live_points:
+            started = time.monotonic()
+            live = live_run(stack, policy, plans[load], logs / f"{policy}-{point_label(load)}", digits_variants, rows)
+            if transport is None:  # the first live run's hops drive every simulated point
+                transport = fit_transport(hop_records(live.answers))
+                print(f"simulator hops from {policy} at {point_label(load)}: {transport.summary_ms()}", flush=True)
+            compared = compare(stack, live, transport)
+            served = compared["live"]
+            end = max(served.outcomes.sent_s)
+            silence = longest_silence_s([served.outcomes.answered_s], live.start_s, end)
+            point = {"policy": policy, "load": load, "mode": "live",
+                     **entry(served.card, served.outcomes, 1, capacity, silence, live_drops(live.answers, live.sent)),
+                     "sim_slo_attainment": compared["sim"].card.slo_attainment,
+                     "ideal_slo_attainment": compared["sim_ideal"].card.slo_attainment,
+                     "live_minus_sim_points": round(100 * (served.card.slo_attainment
+                                                           - compared["sim"].card.slo_attainment), 2),
+                     "kafka_cost_points": round(100 * (compared["sim_ideal"].card.slo_attainment
+                                                       - served.card.slo_attainment), 2)}
+            points.append(point)
+            series.setdefault(policy, {})[f"live {point_label(load)}"] = served.series
+            print(f"{policy} live {point_label(load)}: {summary(point)}; sim {point['sim_slo_attainment']}, ideal "
+                  f"{point['ideal_slo_attainment']}; {time.monotonic() - started:.0f} s", flush=True)
+        for load in POINTS:
+            queries = sim_queries(plans[load])
+            for mode, model in (("sim", transport), ("ideal", None)):
+                point, over = simulated_point(policy, settings, catalogue, queries, model, capacity)
+                points.append({"policy": policy, "load": load, "mode": mode, **point})
+                if mode == "sim" and load == TRACE:
+                    series.setdefault(policy, {})["sim trace"] = over
+                print(f"{policy} {mode} {point_label(load)}: {summary(points[-1])}", flush=True)
+    return {"points": points, "series": series, "capacity_qps": round(capacity, 1),
+            "transport_ms": None if transport is None else transport.summary_ms()}
+
+
+def summary(point: dict[str, object]) -> str:
+    return (f"{100 * point['slo_attainment']:.2f}% within SLO, accuracy {point['effective_accuracy']}, goodput "
+            f"{point['goodput_ratio']:.3f}, p50/p99 {point['p50_ms']}/{point['p99_ms']} ms, silent "
+            f"{point['longest_silence_s']} s, drops {point['drops']}")
+
+
+def verdicts(points: Sequence[dict[str, object]]) -> dict[str, bool]:
+    """Each target of the issue, met or not, over the points measured."""
+    below = [p for p in points if p["load"] != TRACE and p["mode"] in ("live", "sim")]
+    peak = [p for p in points if p["load"] == TRACE and p["mode"] in ("live", "sim")]
+    live = [p for p in points if p["mode"] == "live"]
+    return {
+        "below_capacity_slo": all(p["slo_attainment"] >= TARGETS["below_capacity_slo_attainment"] for p in below),
+        "peak_accuracy_scaling_slo": all(p["slo_attainment"] >= TARGETS["peak_slo_attainment_accuracy_scaling"]
+                                         for p in peak if p["policy"] in ACCURACY_SCALING),
+        "peak_others_goodput": all(p["goodput_ratio"] >= TARGETS["peak_goodput_ratio_others"]
+                                   for p in peak if p["policy"] not in ACCURACY_SCALING),
+        "live_within_sim": all(abs(p["live_minus_sim_points"]) <= TARGETS["live_minus_sim_points"] for p in live),
+        "no_silence_over_2s": all(p["longest_silence_s"] <= 2.0 for p in live)}
+
+
+def plot(points: Sequence[dict[str, object]], policies: Sequence[str], path: Path) -> Path:
+    """SLO attainment against load per policy: simulated (line), ideal (dotted), live (markers)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    x = {load: k for k, load in enumerate(POINTS)}
+    for k, policy in enumerate(policies):
+        color = f"C{k}"
+        for mode, style in (("sim", "-"), ("ideal", ":")):
+            mine = sorted((x[p["load"]], p) for p in points if p["policy"] == policy and p["mode"] == mode)
+            axes[0].plot([i for i, _ in mine], [100 * p["slo_attainment"] for _, p in mine], style, color=color,
+                         label=f"{policy} ({'simulated' if mode == 'sim' else 'ideal'})" if mode == "sim" else None)
+            if mode == "sim":
+                axes[1].plot([i for i, _ in mine], [p["goodput_ratio"] for _, p in mine], style, color=color,
+                             label=policy)
+        live = [(x[p["load"]], p) for p in points if p["policy"] == policy and p["mode"] == "live"]
+        axes[0].plot([i for i, _ in live], [100 * p["slo_attainment"] for _, p in live], "o", color=color)
+        axes[1].plot([i for i, _ in live], [p["goodput_ratio"] for _, p in live], "o", color=color)
+    for ax, label in ((axes[0], "SLO attainment, %"), (axes[1], "goodput / what the fleet could serve")):
+        ax.set_xticks(range(len(POINTS)), [point_label(load) for load in POINTS])
+        ax.set_xlabel("load (x the fleet's capacity) or trace")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].axhline(99, color="grey", lw=0.8)
+    axes[0].legend(fontsize=7)
+    axes[0].set_title("live (dots), simulated with Kafka's hops (line), ideal (dotted)", fontsize=9)
+    save_figure(fig, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.serving", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--live", default=",".join(point_label(p) for p in LIVE_POINTS),
+                        help="points also served live: any of 0.3x,0.6x,0.9x,trace-1.2 (the first fits the "
+                             "simulator's hops, so at least one)")
+    parser.add_argument("--steady", type=float, default=60.0, help="seconds of each steady load point")
+    args = parser.parse_args(argv)
+    policies = args.policies.split(",")
+    by_label = {point_label(p): p for p in POINTS}
+    live_points = [by_label[label] for label in args.live.split(",")]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="meridian-serving-") as tmp:
+        with LocalStack(var_dir=Path(tmp), kafka_port=PORTS["kafka"], redis_port=PORTS["redis"],
+                        components=("kafka", "redis")) as stack:
+            outcome = run(stack, policies, live_points, args.steady, Path(tmp) / "logs")
+    figure = plot(outcome["points"], policies, RESULTS_DIR / "serving.png")
+    write_result("serving", {
+        "points": outcome["points"], "verdicts": verdicts(outcome["points"]), "targets": TARGETS,
+        "capacity_qps": outcome["capacity_qps"], "digits_steady_qps": DIGITS_STEADY_QPS, "sim_draws": SIM_DRAWS,
+        "transport_ms": outcome["transport_ms"], "steady_s": args.steady, "ramsis_policy_set": RAMSIS_SET,
+        "wall_s": round(time.monotonic() - started, 1), "figure": str(figure.relative_to(REPO_ROOT)),
+        "workers": "vision: 3 workers emulating cpu-1t, cpu-2t, g4dn-emu from measured profiles; digits: 1 real "
+                   "onnxruntime worker"})
+
+
+if __name__ == "__main__":
+    main()
