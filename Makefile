@@ -6,7 +6,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: install models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
-        bench-autoscale bench-faults bench-sim-core bench-fidelity bench-scale clean
+        bench-autoscale bench-faults bench-sim-core bench-fidelity bench-serving bench-scale clean
 
 $(STAMP): pyproject.toml infra/install.sh
 	bash infra/install.sh
@@ -88,6 +88,9 @@ bench-sim-core: install
 
 bench-fidelity: $(VAR)/models/.built
 	$(PYTHON) -m bench.fidelity
+
+bench-serving: $(VAR)/models/.built
+	$(PYTHON) -m bench.serving
 
 bench-scale: $(VAR)/models/.built
 	$(PYTHON) -m bench.scale

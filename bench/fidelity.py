@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import RESULTS_DIR, write_result
-from services.demo.workload import (APPLICATIONS, FLEET, SLO_MS, Sender, schedule, settings_env,
-                                     start_services, top_capacity_qps)
+from services.demo.workload import APPLICATIONS, SERVED, SLO_MS, Sender, schedule, top_capacity_qps
 from services.launcher import LocalLauncher, wait_until
+from services.serve_config import settings_env, start_services
 from services.replay.comparison import SIM_DRAWS, Served, judge, judge_draws, simulate_draws
 from services.replay.figure import plot_over_time
 from services.replay.table import format_table
@@ -74,8 +74,8 @@ def policy_settings(policy: str) -> dict[str, object]:
     """The settings every process of a run starts with (the simulator reads the same values)."""
     fields: dict[str, object] = {"applications": APPLICATIONS, "application_slo_ms": SLO_MS,
                                  "scheduler_policy": policy, "load_stats_interval_s": 1.0}
-    if policy == "proteus":
-        fields |= {"planner": "proteus", "planner_fleet": FLEET, "replan_period_s": 10.0}
+    if policy == "proteus":  # as ``infra/serve.yaml`` (make demo) serves with it
+        fields |= SERVED.settings_fields()
     if policy == "ramsis":  # RAMSIS models one worker type: vision on the GPU, digits first come first served
         fields |= {"application_policies": {"digits": "fcfs"}, "ramsis_policy_set": RAMSIS_SET}
     return fields
@@ -110,11 +110,10 @@ class LiveRun:
 
 
 def live_run(stack: LocalStack, policy: str, plan: Sequence[tuple[float, str]], logs: Path,
-             digits_variants: list[str], rows: np.ndarray) -> LiveRun:
+             rows: np.ndarray) -> LiveRun:
     settings = run_settings(stack, policy)
     with LocalLauncher({**stack.env, **service_env(policy)}, logs) as launcher:
-        start_services(launcher, metrics_port=PORTS["metrics"], digits_variants=digits_variants,
-                       planner=policy == "proteus")
+        start_services(launcher, SERVED, metrics_port=PORTS["metrics"], planner=policy == "proteus")
         with MeridianClient(settings, applications=list(APPLICATIONS)) as client:
             sender = Sender(client, rows, prefix="fid")
             sender.warm_up()
@@ -245,13 +244,11 @@ def run_bench(stack: LocalStack, policies: Sequence[str], duration_s: float, cal
               logs: Path, *, peak_over_capacity: float = PEAK_OVER_CAPACITY) -> dict[str, object]:
     settings = run_settings(stack, "fcfs")
     catalogue = Catalogue.from_settings(settings)
-    digits_variants = sorted(catalogue.variants_of("digits"),
-                             key=lambda v: catalogue.profiles_of(v)[0].latency_ms(1))
     rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
     scale = {"bin_s": BIN_S, "peak_over_capacity": peak_over_capacity, "scaled_on_s": STRETCH_S}
     stretch = schedule(settings, catalogue, calibration_s, skip_s=duration_s, **scale)
     calibration = live_run(stack, "fcfs", stretch + [(calibration_s + t, app) for t, app in stretch],
-                           logs / "calibration", digits_variants, rows)
+                           logs / "calibration", rows)
     records = [r for r in hop_records(calibration.answers) if r.client_sent >= calibration.start_s + calibration_s]
     transport = fit_transport(records)
     overhead_p99 = pipeline_overhead_ms(records, 0.99)
@@ -264,7 +261,7 @@ def run_bench(stack: LocalStack, policies: Sequence[str], duration_s: float, cal
     results: dict[str, dict[str, object]] = {}
     for policy in policies:
         started = time.monotonic()
-        run = live_run(stack, policy, plan, logs / policy, digits_variants, rows)
+        run = live_run(stack, policy, plan, logs / policy, rows)
         entry = compare(stack, run, transport)
         entry["gaps"] = gaps(entry, overhead_p99)
         results[policy] = entry

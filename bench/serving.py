@@ -37,7 +37,7 @@ from bench.common import RESULTS_DIR, save_figure, write_result
 from bench.fidelity import (BIN_S, PORTS, RAMSIS_SET, STRETCH_S, compare, generate_ramsis_set, live_run,
                             run_settings)
 from schemas import Query
-from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SLO_MS, schedule, top_capacity_qps)
+from services.demo.workload import APPLICATIONS, SERVED, SLO_MS, schedule, top_capacity_qps
 from services.replay.comparison import SIM_DRAWS, judge_draws, simulate_draws
 from services.stack import LocalStack
 from shared.catalogue import Catalogue
@@ -87,14 +87,12 @@ def sim_queries(plan: Sequence[tuple[float, str]]) -> list[Query]:
 
 
 def demo_workers(catalogue: Catalogue) -> list[SimWorker]:
-    """The demo's fleet, as the simulator holds it (a worker's largest batch is its variants' smallest
-    profiled maximum, as a live worker takes it)."""
-    vision = tuple(catalogue.variants_of(APPLICATIONS["vision"][0]))
-    digits = tuple(catalogue.variants_of(APPLICATIONS["digits"][0]))
-    hosts = [*((worker_id, device, vision) for worker_id, device in EMULATED), (DIGITS_WORKER, "cpu-1t", digits)]
-    return [SimWorker(worker_id, device, variants,
-                      min(catalogue.profile(v, device).max_batch for v in variants))
-            for worker_id, device, variants in hosts]
+    """``infra/serve.yaml``'s fleet, as the simulator holds it (a worker's largest batch is its variants'
+    smallest profiled maximum, as a live worker takes it; the real worker is the local device type)."""
+    local = Settings().local_device
+    return [SimWorker(w.id, w.emulate or local, tuple(w.variants),
+                      w.max_batch or min(catalogue.profile(v, w.emulate or local).max_batch for v in w.variants))
+            for w in SERVED.workers]
 
 
 # -- what a point measured -------------------------------------------------------------------------
@@ -165,7 +163,6 @@ def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float 
     base = run_settings(stack, "fcfs")
     catalogue = Catalogue.from_settings(base)
     capacity = top_capacity_qps(catalogue)
-    digits_variants = sorted(catalogue.variants_of("digits"), key=lambda v: catalogue.profiles_of(v)[0].latency_ms(1))
     rows = np.load(base.models_dir / "digits-test.npz")["x"].astype(np.float32)
     plans = {load: point_schedule(base, catalogue, load, steady_s, seed=3 + k) for k, load in enumerate(POINTS)}
     if "ramsis" in policies:
@@ -177,7 +174,7 @@ def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float 
         settings = run_settings(stack, policy)
         for load in live_points:
             started = time.monotonic()
-            live = live_run(stack, policy, plans[load], logs / f"{policy}-{point_label(load)}", digits_variants, rows)
+            live = live_run(stack, policy, plans[load], logs / f"{policy}-{point_label(load)}", rows)
             if transport is None:  # the first live run's hops drive every simulated point
                 transport = fit_transport(hop_records(live.answers))
                 print(f"simulator hops from {policy} at {point_label(load)}: {transport.summary_ms()}", flush=True)

@@ -42,6 +42,11 @@ WORKER_STALE_BATCHES = Counter(
     "meridian_worker_stale_batches_total", "Batches skipped because they were sent to an earlier process of the "
     "worker (the scheduler re-queued them).", ["worker"])
 WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
+TRANSPORT_RESERVE = Gauge(
+    "meridian_scheduler_transport_reserve_ms",
+    "The quantile of each hop around a batch's compute that a query's SLO keeps for the transport: ``start`` "
+    "(dispatch to compute start), ``answer`` (compute end to the end heard); policies plan compute within the rest.",
+    ["hop"])
 OWNED_PARTITIONS = Gauge("meridian_scheduler_query_partitions",
                          "Partitions of meridian.queries this scheduler process owns: its share of the applications.")
 SCHEDULER_POLICY = Gauge(

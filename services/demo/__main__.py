@@ -22,9 +22,10 @@ from tqdm import tqdm
 from schemas import Query, Result
 from services.demo import fcfs
 from services.demo.report import Phase, format_rows, phase_table, phases, plot, unanswered
-from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, FLEET, SLO_MS, VISION_FLEET, Sender,
-                                    schedule, settings_env, start_services, top_capacity_qps, vision_rates)
+from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, FLEET, SERVED, Sender, schedule,
+                                    top_capacity_qps, vision_rates)
 from services.launcher import LocalLauncher, ManagedProcess, wait_until
+from services.serve_config import settings_env, start_services
 from services.observability.screenshots import shoot_overview, shows_alert
 from services.stack import LocalStack
 from shared.adapters import topics
@@ -34,13 +35,9 @@ from shared.settings import Settings
 from shared.sim.replay import live_outcomes
 from shared.sim.scorecard import accuracies
 
-#: vision is Proteus': its MILP plans the emulated workers for 1.3x the measured demand (the artifact's 1.05
-#: left the peak at 58% SLO attainment here: Kafka's per-batch hops and the sampled service-time tails take
-#: what the profiles do not show), re-planning every 5 s and on bursts; digits has its own real worker,
-#: served first come first served
-DEMO_SETTINGS = {"applications": APPLICATIONS, "application_slo_ms": SLO_MS, "scheduler_policy": "proteus",
-                 "planner": "proteus", "application_policies": {"digits": "fcfs"}, "planner_fleet": VISION_FLEET,
-                 "proteus_headroom": 1.3, "replan_period_s": 5.0, "load_stats_interval_s": 1.0}
+#: what ``infra/serve.yaml`` serves: vision by Proteus (its MILP re-planning every 5 s and on bursts), digits
+#: on its own real worker, first come first served
+DEMO_SETTINGS = SERVED.settings_fields()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,14 +74,12 @@ def main(argv: list[str] | None = None) -> int:
 def serve(settings: Settings, catalogue: Catalogue, plan: list[tuple[float, str]], *, screenshots: bool
           ) -> tuple[list[Query], dict[str, tuple[Result, float]], float]:
     """Stack, services and the trace sent; the queries, their answers and when sending began."""
-    digits_variants = sorted(catalogue.variants_of("digits"), key=lambda v: catalogue.profiles_of(v)[0].latency_ms(1))
     rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
     with LocalStack.from_settings(settings) as stack:
         print(f"stack: Kafka 127.0.0.1:{stack.kafka_port}, Redis 127.0.0.1:{stack.redis_port}, "
               f"Prometheus http://127.0.0.1:{stack.prometheus_port} (state in {settings.var_dir})", flush=True)
         with LocalLauncher({**stack.env, **settings_env(DEMO_SETTINGS)}, settings.var_dir / "logs") as launcher:
-            start_services(launcher, metrics_port=settings.scheduler_metrics_port, digits_variants=digits_variants,
-                           planner=True)
+            start_services(launcher, SERVED, metrics_port=settings.scheduler_metrics_port)
             print("fleet: " + ", ".join(f"{w} ({d}, emulated)" for w, d in EMULATED)
                   + f", {DIGITS_WORKER} (cpu-1t, real onnxruntime); scheduler and Proteus planner up; "
                   f"logs in {launcher.log_dir}", flush=True)

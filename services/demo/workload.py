@@ -8,15 +8,15 @@ accurate vision variant alone.
 """
 from __future__ import annotations
 
-import json
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
 from schemas import Query
-from services.launcher import LocalLauncher, ManagedProcess
+from services.serve_config import ServeConfig
 from shared.adapters.client import MeridianClient
 from shared.catalogue import Catalogue
 from shared.proteus.workload import piecewise_poisson, rate_curve
@@ -24,18 +24,18 @@ from shared.settings import Settings
 from shared.sim.arrivals import load_trace_timestamps
 from shared.tensors import encode
 
-APPLICATIONS = {"vision": ["efficientnet-lite"], "digits": ["digits"]}
-SLO_MS = {"vision": 300.0, "digits": 100.0}
+#: what is served: ``infra/serve.yaml`` (its applications, policies, planner settings and workers)
+SERVED = ServeConfig.load()
+APPLICATIONS = SERVED.applications
+SLO_MS = {app: float(slo) for app, slo in SERVED.settings["application_slo_ms"].items()}
 TRACE_OF = {"vision": "conv", "digits": "code"}
 TOP_VISION_VARIANT = "efficientnet-lite2"
 DIGITS_PEAK_QPS = 60.0
 #: emulated vision workers (id, device); one real digits worker runs beside them
-EMULATED = (("emu-cpu1t", "cpu-1t"), ("emu-cpu2t", "cpu-2t"), ("emu-g4dn", "g4dn-emu"))
-DIGITS_WORKER = "onnx-digits"
-#: the device types of the whole fleet above (the real digits worker is a ``cpu-1t``)
-FLEET = {"cpu-1t": 2, "cpu-2t": 1, "g4dn-emu": 1}
-#: ... and of the vision workers alone
-VISION_FLEET = {device: 1 for _, device in EMULATED}
+EMULATED = tuple((w.id, w.emulate) for w in SERVED.workers if w.emulate)
+DIGITS_WORKER = next(w.id for w in SERVED.workers if not w.emulate)
+#: the device types of the whole fleet (the real digits worker is a ``cpu-1t``)
+FLEET = dict(Counter([*(device for _, device in EMULATED), "cpu-1t"]))
 
 
 def top_capacity_qps(catalogue: Catalogue) -> float:
@@ -75,27 +75,6 @@ def schedule(settings: Settings, catalogue: Catalogue, duration_s: float, *, bin
 def _rates(settings: Settings, app: str, bin_s: float, peak_qps: float, scaled_on_s: int | None) -> np.ndarray:
     curve = rate_curve(load_trace_timestamps(settings.azure_trace(TRACE_OF[app])), bin_s=bin_s, peak_qps=1.0)
     return curve * (peak_qps / curve[:scaled_on_s].max())
-
-
-def settings_env(fields: dict[str, object]) -> dict[str, str]:
-    """Settings fields as the ``MERIDIAN_*`` environment every process of a run starts with."""
-    return {f"MERIDIAN_{name.upper()}": value if isinstance(value, str) else json.dumps(value)
-            for name, value in fields.items()}
-
-
-def start_services(launcher: LocalLauncher, *, metrics_port: int, digits_variants: list[str],
-                   planner: bool) -> ManagedProcess:
-    """The scheduler, the four workers and (``planner``) the planner service, with the launcher's
-    environment (the run's settings: `settings_env`); returns the scheduler once every worker has joined."""
-    scheduler = launcher.start_scheduler(metrics_port=metrics_port)
-    for index, (worker_id, device) in enumerate(EMULATED):
-        launcher.start_worker(worker_id, variants=[f"efficientnet-lite{k}" for k in range(3)],
-                              metrics_port=metrics_port + 1 + index, emulate=device)
-    launcher.start_worker(DIGITS_WORKER, variants=digits_variants, metrics_port=metrics_port + 5)
-    if planner:
-        launcher.start_planner(metrics_port=metrics_port + 6)
-    launcher.wait_for_workers(scheduler, len(EMULATED) + 1, timeout_s=120)
-    return scheduler
 
 
 class Sender:

@@ -224,6 +224,8 @@ def build_app(settings: Settings) -> faust.App:
         for application, depth in core.depth_by_application().items():
             metrics.QUEUE_DEPTH.labels(application).set(depth)
         metrics.WORKERS_KNOWN.set(len(core.workers))
+        for hop, reserve_ms in core.transport.quantiles_ms().items():
+            metrics.TRANSPORT_RESERVE.labels(hop).set(reserve_ms)
 
     @app.timer(interval=settings.load_stats_interval_s)
     async def publish_load_statistics() -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from services.cli.main import main
-from services.cli.serve import ServeConfig
+from services.serve_config import ServeConfig
 from shared.catalogue import Catalogue
 from shared.settings import REPO_ROOT, Settings
 
@@ -62,6 +62,17 @@ def test_submit_needs_an_array_it_can_tell_apart(tmp_path, capsys) -> None:
     np.savez(tmp_path / "two.npz", a=np.zeros((2, 3)), b=np.ones((2, 3)))
     assert main(["submit", str(tmp_path / "two.npz"), "--application", "digits", "--slo-ms", "100"]) == 2
     assert "no array `x` and not exactly one array (has a, b)" in capsys.readouterr().err
+
+
+def test_make_demo_serves_the_readmes_serve_config() -> None:
+    """``make demo`` and ``meridian serve --config infra/serve.yaml`` run the same applications, policies,
+    planner settings and workers: the demo reads the file."""
+    from services.demo.__main__ import DEMO_SETTINGS
+    from services.demo.workload import DIGITS_WORKER, EMULATED
+
+    config = ServeConfig.load(REPO_ROOT / "infra/serve.yaml")
+    assert DEMO_SETTINGS == config.settings_fields()
+    assert [w.id for w in config.workers] == [*(worker_id for worker_id, _ in EMULATED), DIGITS_WORKER]
 
 
 def test_the_example_serve_config_is_valid_and_names_real_variants() -> None:
