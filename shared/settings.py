@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     #: ``nexus`` (work-conserving, early drop; Meridian's extension: the paper's wait leaves each batch no
     #: slack, and below capacity it loses queries the work-conserving rule serves, see bench-serving)
     proteus_batching: str = Field(default="proteus", pattern="^(proteus|nexus)$")
+    #: Kairos dispatches one query at a time (the paper); Meridian's extension lets a matched query take
+    #: along the queries queued behind it while the batch still meets their QoS (see bench-serving)
+    kairos_batch_queries: bool = False
     #: queries an application must have sent before its first plan
     planner_min_queries: int = Field(default=1000, ge=1)
     #: the autoscaler service's policy (live: ``infaas``; the baselines ``sm_plus`` and ``clipper_plus``

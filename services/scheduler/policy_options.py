@@ -37,7 +37,7 @@ def dispatch_options(settings: Settings, name: str | None = None, *, step_interv
         # the safeguard stays the paper's xi live: a margin learned from live completions would also count
         # the transport's jitter as prediction error, and has not been measured live yet (bench-kairos
         # measures it in simulation)
-        return {"margin_quantile": None}
+        return {"margin_quantile": None, "batch_queries": settings.kairos_batch_queries}
     if name == "infaas":
         from shared.infaas.monitor import MonitorConfig
 

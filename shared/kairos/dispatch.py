@@ -3,11 +3,11 @@
 On every call it matches the first ``rows_per_worker * n`` queued queries *of each application* against
 *all* n workers with the cost of `kairos_cost_matrix` and a rectangular linear sum assignment (the paper
 serves one model: with several applications on one queue, a window over the queue's head alone would let
-a burst of one application starve another, whose queries could run on workers the first cannot use). Only pairs on idle workers are
-dispatched, one query per assignment (Kairos never batches queries together); a query matched to a busy
-worker stays queued, "reserved", and is re-matched at the next event with a longer wait. The QoS safeguard
-xi widens with the prediction error observed at completions (`QosMargin`; unchanged while predictions are
-exact).
+a burst of one application starve another, whose queries could run on workers the first cannot use).
+Only pairs on idle workers are dispatched, one query per assignment (Kairos never batches queries
+together; ``batch_queries`` is Meridian's extension); a query matched to a busy worker stays queued,
+"reserved", and is re-matched at the next event with a longer wait. The QoS safeguard xi widens with the
+prediction error observed at completions (`QosMargin`; unchanged while predictions are exact).
 """
 from __future__ import annotations
 
@@ -48,6 +48,10 @@ class KairosDispatch(DispatchPolicy):
     coefficients : fixed heterogeneity coefficient per device; by default derived from predictions at
         the largest batch, relative to the fastest device type present.
     learn : feed completions into the predictor.
+    batch_queries : Meridian's extension, off in the paper: a query matched to an idle worker takes along
+        the queries of its application queued behind it that its variant serves, while the batch's predicted
+        latency still meets the QoS (xi * T_qos less the wait) of each. One query per dispatch caps a fleet
+        whose per-batch cost is not only compute (a Kafka hop each way) well below its batched capacity.
     """
 
     name = "kairos"
@@ -64,6 +68,7 @@ class KairosDispatch(DispatchPolicy):
         rows_per_worker: int = 2,
         coefficients: Mapping[str, float] | None = None,
         learn: bool = True,
+        batch_queries: bool = False,
     ) -> None:
         if not 0 < xi <= 1 or penalty_factor <= 1 or rows_per_worker < 1:
             raise ValueError(
@@ -86,6 +91,7 @@ class KairosDispatch(DispatchPolicy):
         self._rows_per_worker = rows_per_worker
         self._fixed_coefficients = dict(coefficients) if coefficients is not None else None
         self._learn = learn
+        self._batch_queries = batch_queries
         #: (variant, devices) -> C per device; cleared whenever the predictor learns
         self._coefficient_cache: dict[tuple[str, frozenset[str]], dict[str, float]] = {}
         #: application -> its queued queries, in arrival order (each application's head joins the matching)
@@ -118,19 +124,47 @@ class KairosDispatch(DispatchPolicy):
         if not allowed.all():  # a pair that cannot run at all must never win: cost it above any real entry
             cost[~allowed] = 2.0 * float(cost.max()) * max(len(rows), len(workers)) + 1.0
         matched_rows, matched_cols = linear_sum_assignment(cost)
-        assignments, pairs = [], []
+        pairs = []
         for i, j in zip(matched_rows.tolist(), matched_cols.tolist()):
             if not idle[j] or not allowed[i, j]:
                 continue
             if self._hold and not feasible[i, j] and feasible[i].any():
                 continue
-            variant = variant_of[(rows[i].candidate_variants, column_group[j])]
-            assignments.append(Assignment(workers[j].worker_id, variant, (rows[i].query_id,)))
-            pairs.append((i, j, variant))
-            self._by_application.get(rows[i].application, {}).pop(rows[i].query_id, None)
+            pairs.append((i, j, variant_of[(rows[i].candidate_variants, column_group[j])]))
+        taken = {rows[i].query_id for i, _, _ in pairs}
+        assignments = []
+        for i, j, variant in pairs:
+            batch = [rows[i]]
+            if self._batch_queries:
+                batch += self._followers(rows[i], workers[j], variant, taken, now_s)
+            for query in batch:
+                self._by_application.get(query.application, {}).pop(query.query_id, None)
+            assignments.append(Assignment(workers[j].worker_id, variant, tuple(q.query_id for q in batch)))
         if self._margin is not None and pairs:
             self._remember_predictions(pairs, rows, latency, workers)
         return DispatchDecision(assignments=tuple(assignments))
+
+    def _followers(self, head: PendingQuery, worker: WorkerView, variant: str, taken: set[str],
+                   now_s: float) -> list[PendingQuery]:
+        """The queries behind ``head`` that may join its batch (``batch_queries``); marks them taken."""
+        limit = min(worker.max_batch, self.predictor.max_batch)
+        followers, rows = [], head.batch_size
+        slack_ms = [self.xi * head.budget_ms - (now_s - head.arrival_s) * 1000.0 - worker.busy_remaining_ms]
+        for query in self._by_application.get(head.application, {}).values():
+            if query.query_id in taken or variant not in query.candidate_variants:
+                continue
+            if rows + query.batch_size > limit:
+                break
+            latency = float(self.predictor.predict(worker.device, variant, np.array([rows + query.batch_size]),
+                                                   noisy=False)[0])
+            own = self.xi * query.budget_ms - (now_s - query.arrival_s) * 1000.0 - worker.busy_remaining_ms
+            if latency > min(*slack_ms, own):
+                break
+            slack_ms.append(own)
+            followers.append(query)
+            taken.add(query.query_id)
+            rows += query.batch_size
+        return followers
 
     def _heads(self, queue: Sequence[PendingQuery], per_application: int) -> list[PendingQuery]:
         """The first ``per_application`` queries of each application, oldest head first (the queue's own

@@ -202,3 +202,31 @@ def test_multi_row_queries_never_make_a_batch_larger_than_the_worker_takes():
     decision = dispatch.decide(0.0, queue, [worker])
     (assignment,) = decision.assignments
     assert len(assignment.query_ids) == 2, "two 3-row queries fit in 8 rows, a third would not"
+
+
+def test_a_variant_goes_only_to_the_workers_the_plan_places_it_on(profiles) -> None:
+    """Both workers host both variants (plans route, the fleet stays); the plan places a-big on the gpu and
+    a-small on the cpu: each worker gets only its placement's queries, so none batches two variants."""
+    from shared.policy.base import Placement
+
+    dispatch = ProteusDispatch(profiles)
+    workers = [view("w-cpu", "cpu", "a-big", "a-small", inflight=1), view("w-gpu", "gpu", "a-big", "a-small", inflight=1)]
+    dispatch.on_plan(FleetPlan(PlanStatus.OPTIMAL, "test", (Placement("cpu", ("a-small",)), Placement("gpu", ("a-big",))),
+                               {"a": {"a-big": 0.5, "a-small": 0.5}}))
+    for i in range(40):
+        dispatch.on_query_added(query(i))
+    dispatch.decide(0.0, [], workers)
+    queued = {w: {v: len(q) for v, q in queues.items()} for w, queues in dispatch._queues.items()}
+    assert queued == {"w-cpu": {"a-small": 20}, "w-gpu": {"a-big": 20}}
+
+
+def test_batching_follows_the_service_times_batches_show(profiles) -> None:
+    """A device slower than its profile: the batching policy learns it, and B_max shrinks with it."""
+    dispatch = ProteusDispatch(profiles)
+    worker = view("w", "cpu", "a-small")
+    assert dispatch.batching.max_rows(worker, "a-small", 100.0) == 8  # 45 ms < 50 ms
+    for _ in range(50):
+        dispatch.on_batch_finished("cpu", "a-small", 8, 90.0)
+        dispatch.on_batch_finished("cpu", "a-small", 4, 60.0)
+    assert dispatch.batching.latency_s(worker, "a-small", 8) == pytest.approx(0.090, rel=0.02)
+    assert dispatch.batching.max_rows(worker, "a-small", 100.0) == 2  # 15 ms x the learned 2.4 < 50 ms
