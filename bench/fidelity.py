@@ -158,10 +158,11 @@ def sim_hops_ms(results) -> dict[str, dict[str, float]]:
 
 
 def live_batches(answers: dict[str, tuple[object, float]]) -> dict[str, dict[str, float]]:
-    """Rows per batch by device, live: the answers of one batch share its id."""
+    """Rows per batch by device, live: the computed answers of one batch share its id (a row a worker
+    dropped unstarted names its batch but no device)."""
     batches: dict[str, tuple[str, int]] = {}
     for result, _ in answers.values():
-        if result.batch_id is not None:
+        if result.batch_id is not None and result.device is not None:
             device, rows = batches.get(result.batch_id, (result.device, 0))
             batches[result.batch_id] = (device, rows + 1)
     return rows_by_device(batches.values())

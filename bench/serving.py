@@ -10,7 +10,7 @@ policy set for vision, digits first come first served beside it) serves:
   ``--steady`` seconds each;
 - the trace stretch of ``make bench-fidelity`` (the Azure traces sped up, vision peaking at 1.2 x).
 
-Every point runs in the transport-fitted simulator (`SIM_DRAWS` seeds pooled) and in the ideal one (no
+Every point runs in the transport-fitted simulator (`SWEEP_DRAWS` seeds pooled) and in the ideal one (no
 Kafka); the ``--live`` points also run live, through the real stack, read back and scored as the
 simulator is (``bench-fidelity``'s runner: `bench.fidelity.live_run` and `compare`). The simulator's
 hops are fitted from each policy's own live runs (a short unmeasured run warms the fresh broker first). Per point: SLO attainment, effective accuracy, goodput ratio,
@@ -24,7 +24,6 @@ all it could.
 from __future__ import annotations
 
 import argparse
-import re
 import tempfile
 import time
 from collections import Counter
@@ -38,13 +37,14 @@ from bench.fidelity import (BIN_S, PORTS, RAMSIS_SET, STRETCH_S, compare, genera
                             run_settings)
 from schemas import Query
 from services.demo.workload import APPLICATIONS, SERVED, SLO_MS, schedule, top_capacity_qps
+from services.demo.report import reason_kind
 from services.replay.comparison import SIM_DRAWS, judge_draws, simulate_draws
 from services.stack import LocalStack
 from shared.catalogue import Catalogue
 from shared.settings import REPO_ROOT, Settings
 from shared.sim.engine import SimResult
 from shared.sim.replay import sim_outcomes
-from shared.sim.scorecard import Outcomes, Scorecard, Tenure
+from shared.sim.scorecard import Outcomes, Scorecard, Tenure, longest_silence_s
 from shared.sim.transport import TransportModel, fit_transport, hop_records
 from shared.sim.workers import SimWorker
 
@@ -63,6 +63,8 @@ ACCURACY_SCALING = ("proteus", "ramsis", "infaas")
 TARGETS = {"below_capacity_slo_attainment": 0.99, "peak_slo_attainment_accuracy_scaling": 0.99,
            "peak_goodput_ratio_others": 0.95, "live_minus_sim_points": 2.0}
 START_S = 1_000.0
+#: simulator seeds pooled at each point of the sweep (a live point's comparison pools `SIM_DRAWS`)
+SWEEP_DRAWS = 4
 #: seconds of the first point a fresh stack serves first, unmeasured
 WARM_UP_S = 15.0
 
@@ -114,21 +116,6 @@ def goodput_ratio(outcomes: Outcomes, capacity_qps: float, draws: int) -> float:
     return round(within / float(np.minimum(sent, capacity_qps).sum()), 5)
 
 
-def longest_silence_s(answered_s: Sequence[np.ndarray], start_s: float, end_s: float) -> float:
-    """The longest stretch within [start, end] without a single ``ok`` answer, over the draws given."""
-    longest = 0.0
-    for answers in answered_s:
-        times = np.sort(answers[~np.isnan(answers) & (answers >= start_s) & (answers <= end_s)])
-        edges = np.concatenate([[start_s], times, [end_s]])
-        longest = max(longest, float(np.max(np.diff(edges))))
-    return round(longest, 3)
-
-
-def reason_kind(reason: str) -> str:
-    """A drop's kind: its first clause, numbers as ``n``."""
-    return re.sub(r"\b\d+(\.\d+)?\b", "n", reason.split("; ")[0].split(": sent")[0])
-
-
 def sim_drops(results: Sequence[SimResult]) -> dict[str, float]:
     kinds = Counter(reason_kind(reason) for result in results for reason in result.dropped.values())
     return {kind: round(n / len(results), 1) for kind, n in kinds.most_common(6)}
@@ -155,7 +142,8 @@ def entry(card: Scorecard, outcomes: Outcomes, draws: int, capacity_qps: float, 
 def simulated_point(policy: str, settings: Settings, catalogue: Catalogue, queries: Sequence[Query],
                     transport: TransportModel | None, capacity_qps: float) -> tuple[dict[str, object], dict]:
     workers = demo_workers(catalogue)
-    results = simulate_draws(policy, queries, workers, settings, catalogue, start_s=START_S, transport=transport)
+    results = simulate_draws(policy, queries, workers, settings, catalogue, start_s=START_S, transport=transport,
+                             draws=SWEEP_DRAWS)
     end = max(q.sent_at for q in queries)
     served = judge_draws(results, [Tenure(w.device, START_S, None) for w in workers], catalogue, start_s=START_S,
                          end_s=end)
@@ -306,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     figure = plot(outcome["points"], labels, RESULTS_DIR / "serving.png")
     write_result("serving", {
         "points": outcome["points"], "verdicts": verdicts(outcome["points"]), "targets": TARGETS,
-        "capacity_qps": outcome["capacity_qps"], "digits_steady_qps": DIGITS_STEADY_QPS, "sim_draws": SIM_DRAWS,
+        "capacity_qps": outcome["capacity_qps"], "digits_steady_qps": DIGITS_STEADY_QPS, "sim_draws": {"sweep": SWEEP_DRAWS, "live_comparison": SIM_DRAWS},
         "transport_ms": outcome["transport_ms"], "steady_s": args.steady, "ramsis_policy_set": RAMSIS_SET,
         "wall_s": round(time.monotonic() - started, 1), "figure": str(figure.relative_to(REPO_ROOT)),
         "workers": "vision: 3 workers emulating cpu-1t, cpu-2t, g4dn-emu from measured profiles; digits: 1 real "

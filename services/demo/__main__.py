@@ -33,7 +33,7 @@ from shared.adapters.client import MeridianClient
 from shared.catalogue import Catalogue
 from shared.settings import Settings
 from shared.sim.replay import live_outcomes
-from shared.sim.scorecard import accuracies
+from shared.sim.scorecard import accuracies, longest_silence_s
 
 #: what ``infra/serve.yaml`` serves: vision by Proteus (its MILP re-planning every 5 s and on bursts), digits
 #: on its own real worker, first come first served
@@ -123,6 +123,8 @@ def report(catalogue: Catalogue, sent: list[Query], answers: dict[str, tuple[Res
     fleet_per_hour = sum(prices[device].price_per_hour * count for device, count in FLEET.items())
     table = phase_table(outcomes, start, stages, accuracy, fleet_per_hour)
     print("\n" + format_rows(table))
+    silence = longest_silence_s([outcomes.answered_s], start, float(np.max(outcomes.sent_s)))
+    print(f"longest stretch with no answer at all: {silence:.2f} s")
     for app, reasons in sorted(unanswered(sent, answers).items()):
         print(f"{app}: {sum(reasons.values())} not answered ok" + "".join(
             f"\n  {n:>6}  {reason}" for reason, n in reasons.most_common(3)))

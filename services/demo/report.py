@@ -68,6 +68,11 @@ def format_rows(rows: Sequence[Mapping[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def reason_kind(reason: str) -> str:
+    """What kind of reason it is: its first clause, numbers as ``n``."""
+    return re.sub(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b", "n", reason.split("; ")[0].split(": sent")[0])
+
+
 def unanswered(queries: Sequence, answers: Mapping[str, tuple]) -> dict[str, Counter]:
     """Per application, why queries got no ``ok`` answer: the result's reason (its first clause, numbers as
     ``n``), or never answered."""
@@ -75,8 +80,7 @@ def unanswered(queries: Sequence, answers: Mapping[str, tuple]) -> dict[str, Cou
     for query in queries:
         result = answers.get(query.query_id, (None,))[0]
         if result is None or result.status.value != "ok":
-            reason = "never answered" if result is None else f"{result.status.value}: {result.reason}"
-            reason = re.sub(r"\b\d+(\.\d+)?\b", "n", reason.split("; ")[0].split(": sent")[0])  # a kind, not a number
+            reason = "never answered" if result is None else f"{result.status.value}: {reason_kind(result.reason or '')}"
             why.setdefault(query.application, Counter())[reason] += 1
     return why
 

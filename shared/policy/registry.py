@@ -20,12 +20,12 @@ _DISPATCH: dict[str, DispatchFactory] = {}
 _PLANNERS: dict[str, PlannerFactory] = {}
 
 
-def _lazy(module: str, cls: str, *, uses_profiles: bool = True) -> Callable[..., Any]:
+def _lazy(module: str, cls: str) -> Callable[..., Any]:
     """Import the policy's module only when it is asked for (keeps scipy & co. out of other processes)."""
 
     def factory(profiles: ProfileSet, **options: Any) -> Any:
         policy_cls = getattr(import_module(module), cls)
-        return policy_cls(profiles, **options) if uses_profiles else policy_cls(**options)
+        return policy_cls(profiles, **options)
 
     return factory
 

@@ -89,6 +89,16 @@ def score(outcomes: Outcomes, accuracy: Mapping[str, float], cost_dollars: float
                      cost_dollars=cost_dollars)
 
 
+def longest_silence_s(answered_s: Sequence[np.ndarray], start_s: float, end_s: float) -> float:
+    """The longest stretch within [start, end] without a single ``ok`` answer (of any query), the longest
+    over the draws given (each an array of answer times, NaN for none): a stall of the whole path."""
+    longest = 0.0
+    for answers in answered_s:
+        times = np.sort(answers[~np.isnan(answers) & (answers >= start_s) & (answers <= end_s)])
+        longest = max(longest, float(np.max(np.diff(np.concatenate([[start_s], times, [end_s]])))))
+    return round(longest, 3)
+
+
 def over_time(outcomes: Outcomes, accuracy: Mapping[str, float], *, start_s: float, bin_s: float, draws: int = 1
               ) -> dict[str, list[float]]:
     """Per ``bin_s`` of send time: queries sent, SLO attainment and effective accuracy (NaN if none)."""

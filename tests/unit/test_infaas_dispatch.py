@@ -135,3 +135,25 @@ def test_serves_a_simulated_workload_within_slo():
                     application="app", slo_ms=50.0, candidate_variants=BOTH)
     result = simulate(load, fleet, policy(), PROFILES, seed=0)
     assert result.success and result.fraction_within_slo() == 1.0
+
+
+def test_with_its_own_monitor_a_busy_worker_is_left_out_without_any_metadata_store():
+    """No registry process: the policy's monitoring daemon hears the heartbeats (w1 busy 90%) and, at the end
+    of its window, leaves w1 out as the metadata store's snapshot would."""
+    from schemas import WorkerHeartbeat
+    from shared.infaas.monitor import MonitorConfig
+
+    def beat(wid, variant, busy, at):
+        return WorkerHeartbeat(worker_id=wid, device="cpu", emulated=True, variants=[variant], max_batch=8, inflight=0,
+                               busy_fraction=busy, price_per_hour=0.1, at=at)
+
+    workers = [worker("w1", ["slow"]), worker("w2", ["fast"])]
+    dispatch = InfaasDispatch(PROFILES, monitor=MonitorConfig(window_s=2.0))
+    for at in (0.0, 1.0):
+        dispatch.on_worker_event(beat("w1", "slow", 0.9, at), at)
+        dispatch.on_worker_event(beat("w2", "fast", 0.1, at), at)
+    assert sent(dispatch.decide(1.5, [query(0)], workers)) == {("0",): ("w1", "slow")}, "its window has not ended"
+    dispatch.on_worker_event(beat("w1", "slow", 0.9, 2.0), 2.0)
+    assert sent(dispatch.decide(2.5, [query(1)], workers)) == {("1",): ("w2", "fast")}
+    dispatch.update_from_metadata(MetadataSnapshot())  # an empty store does not undo what the monitor saw
+    assert sent(dispatch.decide(2.6, [query(2)], workers)) == {("2",): ("w2", "fast")}

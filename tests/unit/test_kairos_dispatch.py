@@ -4,7 +4,7 @@ import pytest
 
 from shared.kairos import KairosDispatch, LatencyPredictor
 from shared.kairos.baselines import RibbonDispatch
-from shared.policy.base import WorkerView
+from shared.policy.base import PendingQuery, WorkerView
 from shared.policy.registry import make_dispatch
 from shared.sim import Workload, make_fleet, simulate
 from tests.unit.kairos_helpers import QOS, dispatched, query, two_type_profiles, worker
@@ -126,3 +126,33 @@ def test_with_five_percent_prediction_noise_kairos_still_beats_homogeneous():
                     make_fleet({"g4dn.xlarge": hom.count}, ["rm2"], max_batch=1000), KairosDispatch(profiles), profiles)
     assert hetero.fraction_within_slo() >= 0.99
     assert homo.fraction_within_slo() < 0.99
+
+
+def test_a_burst_of_one_application_does_not_starve_another_on_its_own_worker():
+    """Ten queries of `a` (GPU only) fill the matching window of 2n = 4 rows; `b`'s query, which only the
+    idle CPU serves, joins the matching all the same: each application's head is in it."""
+    from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
+
+    profiles = ProfileSet(source="test", devices=[DeviceType(name="gpu", kind="gpu", price_per_hour=1.0),
+                                                   DeviceType(name="cpu", kind="cpu", price_per_hour=0.2)],
+                          variants=[VariantProfile(variant="m", family="m", device="gpu",
+                                                   batch_latency_ms={10: 10.0, 100: 40.0}, max_batch=100),
+                                    VariantProfile(variant="n", family="n", device="cpu",
+                                                   batch_latency_ms={10: 5.0, 100: 20.0}, max_batch=100)])
+    policy = KairosDispatch(profiles)
+    queue = [query(i, 10) for i in range(10)] + [PendingQuery("b0", "b", 10, 0.0, QOS, ("n",))]
+    for q in queue:
+        policy.on_query_added(q)
+    workers = [WorkerView("g", "gpu", ("m",), 1, 5.0, 0.0, 100), WorkerView("c", "cpu", ("n",), 0, 0.0, 0.0, 100)]
+    assert dispatched(policy.decide(0.0, queue, workers)) == {"b0": "c"}
+    assert dispatched(KairosDispatch(profiles).decide(0.0, queue, workers)) == {}  # told of no query: the prefix
+
+
+@pytest.mark.parametrize("batch_queries, expected", [(False, ("0",)), (True, ("0", "1", "2", "3", "4"))])
+def test_batch_queries_takes_the_queries_behind_the_matched_one_while_they_meet_their_qos(batch_queries, expected):
+    policy = KairosDispatch(PROFILES, batch_queries=batch_queries)
+    queue = [query(i, 10) for i in range(5)]
+    for q in queue:
+        policy.on_query_added(q)
+    decision = policy.decide(0.0, queue, [worker("g", "gpu")])
+    assert [a.query_ids for a in decision.assignments] == [expected]
