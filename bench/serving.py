@@ -13,9 +13,10 @@ policy set for vision, digits first come first served beside it) serves:
 Every point runs in the transport-fitted simulator (`SWEEP_DRAWS` seeds pooled) and in the ideal one (no
 Kafka); the ``--live`` points also run live, through the real stack, read back and scored as the
 simulator is (``bench-fidelity``'s runner: `bench.fidelity.live_run` and `compare`). The simulator's
-hops are fitted from each policy's own live runs (a short unmeasured run warms the fresh broker first). Per point: SLO attainment, effective accuracy, goodput ratio,
-p50/p99, the longest stretch with no answer at all, drops by reason; per live point the gap to the
-simulator and what Kafka costs (ideal minus live). ``bench/results/serving.json``, ``serving.png``.
+hops are fitted from each policy's own live runs (a short unmeasured run warms the fresh broker first).
+Per point: SLO attainment, effective accuracy, goodput ratio, p50/p99, the longest stretch with no
+answer at all, drops by reason; per live point the gap to the simulator and what Kafka costs (ideal
+minus live). ``bench/results/serving.json``, ``serving.png``.
 
 Goodput ratio: the vision queries answered within their SLO over those the fleet could have answered in
 the same seconds (per second, the smaller of what was sent and the capacity): 1 means the fleet served
@@ -294,7 +295,8 @@ def main(argv: list[str] | None = None) -> None:
     figure = plot(outcome["points"], labels, RESULTS_DIR / "serving.png")
     write_result("serving", {
         "points": outcome["points"], "verdicts": verdicts(outcome["points"]), "targets": TARGETS,
-        "capacity_qps": outcome["capacity_qps"], "digits_steady_qps": DIGITS_STEADY_QPS, "sim_draws": {"sweep": SWEEP_DRAWS, "live_comparison": SIM_DRAWS},
+        "capacity_qps": outcome["capacity_qps"], "digits_steady_qps": DIGITS_STEADY_QPS,
+        "sim_draws": {"sweep": SWEEP_DRAWS, "live_comparison": SIM_DRAWS},
         "transport_ms": outcome["transport_ms"], "steady_s": args.steady, "ramsis_policy_set": RAMSIS_SET,
         "wall_s": round(time.monotonic() - started, 1), "figure": str(figure.relative_to(REPO_ROOT)),
         "workers": "vision: 3 workers emulating cpu-1t, cpu-2t, g4dn-emu from measured profiles; digits: 1 real "

@@ -80,7 +80,8 @@ def unanswered(queries: Sequence, answers: Mapping[str, tuple]) -> dict[str, Cou
     for query in queries:
         result = answers.get(query.query_id, (None,))[0]
         if result is None or result.status.value != "ok":
-            reason = "never answered" if result is None else f"{result.status.value}: {reason_kind(result.reason or '')}"
+            reason = ("never answered" if result is None
+                      else f"{result.status.value}: {reason_kind(result.reason or '')}")
             why.setdefault(query.application, Counter())[reason] += 1
     return why
 

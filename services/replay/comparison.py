@@ -78,8 +78,10 @@ def simulate_record(name: str, queries: Sequence[Query], workers: Sequence[SimWo
     # a batch takes a measured sample, as on an emulating worker (`services.worker.executors`)
     return simulate(workloads_from(queries, catalogue, start_s), workers, policy, catalogue.profiles,
                     service=ProfileServiceTime(catalogue.profiles, sampled=True), controller=controller,
-                    control_interval_s=settings.load_stats_interval_s, heartbeat_interval_s=settings.heartbeat_interval_s,
-                    config=sim_config(settings, ideal=transport is None), transport=transport, fleet_follows_plans=False, seed=seed)
+                    control_interval_s=settings.load_stats_interval_s,
+                    heartbeat_interval_s=settings.heartbeat_interval_s,
+                    config=sim_config(settings, ideal=transport is None), transport=transport,
+                    fleet_follows_plans=False, seed=seed)
 
 
 def simulate_draws(name: str, queries: Sequence[Query], workers: Sequence[SimWorker], settings: Settings,

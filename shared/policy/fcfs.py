@@ -62,9 +62,9 @@ class FcfsDispatch(DispatchPolicy):
     """The queue head goes to the idle worker that has been free longest and can serve it.
 
     Queries the head's variant can also serve follow it into the same batch, in arrival order, up to
-    the rows the batching policy allows (by default, with profiles, as many as still end by the head's
-    compute deadline; without, as many as the worker takes). A query no worker can serve now waits; one that no *idle*
-    worker could serve does not block those behind it.
+    the rows the batching policy allows (with profiles, by default, the size that finishes the most of
+    them by their compute deadlines; without, as many as the worker takes). A query no worker can serve
+    now waits; one that no *idle* worker could serve does not block those behind it.
     """
 
     name = "fcfs"

@@ -59,8 +59,9 @@ class QueueBatching(BatchingPolicy):
         default per policy.
     batch_sizes : batch sizes ``B_max`` may take (default: every profiled size).
     memory_mb : optional device memory per device type, for ``B_max``.
-    learn : correct the profiles by the service times finished batches showed (`LearnedProfiles`): the
-        latencies it batches on and ``B_max`` follow what the device delivers through the transport.
+
+    The profiles are corrected by the service times finished batches showed (`LearnedProfiles`): the
+    latencies it batches on and ``B_max`` follow what the device delivers.
     """
 
     name = "queue"
@@ -73,14 +74,12 @@ class QueueBatching(BatchingPolicy):
         drop: Drop | None = None,
         batch_sizes: Iterable[int] | None = None,
         memory_mb: Mapping[str, float] | None = None,
-        learn: bool = True,
     ) -> None:
         drop = drop or self.default_drop
         if drop not in _DROPS:
             raise ValueError(f"`drop` must be one of {_DROPS}, got {drop!r}")
         self.drop = drop
         self.learned = LearnedProfiles(profiles)
-        self._learn = learn
         self._profiles = profiles
         self._batch_sizes = None if batch_sizes is None else tuple(sorted(set(batch_sizes)))
         self._memory = memory_mb
@@ -88,8 +87,6 @@ class QueueBatching(BatchingPolicy):
         self._version = 0
 
     def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
-        if not self._learn:
-            return
         self.learned.observe(device, variant, batch_size, latency_ms)
         if self.learned.version != self._version:
             self._version = self.learned.version

@@ -1,6 +1,8 @@
 """Building queries and reading topics in integration tests."""
 from __future__ import annotations
 
+import select
+import subprocess
 import time
 import uuid
 
@@ -14,6 +16,16 @@ from shared.settings import REPO_ROOT, Settings
 from shared.tensors import encode
 
 TEST_SPLIT = REPO_ROOT / "var/models/digits-test.npz"
+
+
+def read_until(process: subprocess.Popen, marker: str, timeout_s: float) -> str:
+    """A command's output until a line holds ``marker`` (asserted), or it exits, or the time is up."""
+    seen, deadline = "", time.monotonic() + timeout_s
+    while marker not in seen and time.monotonic() < deadline and process.poll() is None:
+        if select.select([process.stdout], [], [], 1.0)[0]:
+            seen += process.stdout.readline()
+    assert marker in seen, seen
+    return seen
 
 
 def digits_rows() -> tuple[np.ndarray, np.ndarray]:

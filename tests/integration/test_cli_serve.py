@@ -3,18 +3,16 @@ serves what ``meridian submit`` sends, and Ctrl-C stops everything it started.""
 from __future__ import annotations
 
 import json
-import select
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 from services.cli.main import main
 from shared.settings import REPO_ROOT
-from tests.integration.helpers import digits_rows
+from tests.integration.helpers import digits_rows, read_until
 
 pytestmark = pytest.mark.integration
 
@@ -26,15 +24,6 @@ workers:
     variants: [digits-mlp-s, digits-cnn-xs]
 settings: {scheduler_metrics_port: 19421, fleet_metrics_port_base: 19422}
 """
-
-
-def read_until(process: subprocess.Popen, marker: str, timeout_s: float) -> str:
-    seen, deadline = "", time.monotonic() + timeout_s
-    while marker not in seen and time.monotonic() < deadline and process.poll() is None:
-        if select.select([process.stdout], [], [], 1.0)[0]:
-            seen += process.stdout.readline()
-    assert marker in seen, seen
-    return seen
 
 
 def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_env, tmp_path, capsys) -> None:

@@ -3,7 +3,6 @@ within its SLO on an idle system: vision by Proteus on three emulated workers (w
 first come first served on a real onnxruntime worker, through the real Kafka broker."""
 from __future__ import annotations
 
-import select
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from services.serve_config import SERVE_YAML
 from shared.adapters.client import MeridianClient
 from shared.settings import REPO_ROOT
 from shared.tensors import encode
-from tests.integration.helpers import digits_rows
+from tests.integration.helpers import digits_rows, read_until
 
 pytestmark = pytest.mark.integration
 
@@ -26,20 +25,12 @@ pytestmark = pytest.mark.integration
 QUERIES, GAP_S = 20, 0.05
 
 
-def wait_for_line(process: subprocess.Popen, marker: str, timeout_s: float) -> None:
-    seen, deadline = "", time.monotonic() + timeout_s
-    while marker not in seen and time.monotonic() < deadline and process.poll() is None:
-        if select.select([process.stdout], [], [], 1.0)[0]:
-            seen += process.stdout.readline()
-    assert marker in seen, seen
-
-
 def test_the_shipped_serve_config_answers_every_query_within_its_slo_at_idle(stack, settings) -> None:
     env = {**stack.env, "MERIDIAN_SCHEDULER_METRICS_PORT": "19441"}  # workers and planner take the ports above
     process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--config", str(SERVE_YAML)],
                                env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for_line(process, "Ctrl-C stops", 180)
+        read_until(process, "Ctrl-C stops", 180)
         rows, _ = digits_rows()
         with MeridianClient(settings, applications=list(SLO_MS)) as client:
             sent = []

@@ -49,7 +49,8 @@ def test_with_profiles_a_batch_is_sized_to_finish_the_most_queries_in_time() -> 
     from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 
     profiles = ProfileSet(source="t", devices=[DeviceType(name="cpu", kind="cpu", price_per_hour=0.1)], variants=[
-        VariantProfile(variant="v", family="f", device="cpu", batch_latency_ms={1: 10.0, 4: 30.0, 8: 80.0}, max_batch=8)])
+        VariantProfile(variant="v", family="f", device="cpu", batch_latency_ms={1: 10.0, 4: 30.0, 8: 80.0},
+                       max_batch=8)])
     batching, idle = DeadlineBatching(profiles), WorkerView("w", "cpu", ("v",), 0, 0.0, 0.0, 64)
     fresh = [PendingQuery(str(i), "a", 1, 0.0, 100.0, ("v",)) for i in range(8)]
     assert batching.batch_rows(0.0, fresh, idle, "v") == 8  # all 8 end at 80 ms, within 100

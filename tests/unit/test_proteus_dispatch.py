@@ -210,9 +210,10 @@ def test_a_variant_goes_only_to_the_workers_the_plan_places_it_on(profiles) -> N
     from shared.policy.base import Placement
 
     dispatch = ProteusDispatch(profiles)
-    workers = [view("w-cpu", "cpu", "a-big", "a-small", inflight=1), view("w-gpu", "gpu", "a-big", "a-small", inflight=1)]
-    dispatch.on_plan(FleetPlan(PlanStatus.OPTIMAL, "test", (Placement("cpu", ("a-small",)), Placement("gpu", ("a-big",))),
-                               {"a": {"a-big": 0.5, "a-small": 0.5}}))
+    workers = [view("w-cpu", "cpu", "a-big", "a-small", inflight=1),
+               view("w-gpu", "gpu", "a-big", "a-small", inflight=1)]
+    placements = (Placement("cpu", ("a-small",)), Placement("gpu", ("a-big",)))
+    dispatch.on_plan(FleetPlan(PlanStatus.OPTIMAL, "test", placements, {"a": {"a-big": 0.5, "a-small": 0.5}}))
     for i in range(40):
         dispatch.on_query_added(query(i))
     dispatch.decide(0.0, [], workers)
