@@ -12,12 +12,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from schemas import Query, Result
 from shared.adapters import topics
 from shared.adapters.rdkafka import RdProducer, make_rd_consumer, poll_messages
 from shared.settings import Settings
+
+
+#: a new topic's partition before its leader is known (a broker may not mark these retriable)
+_NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
 class UnreadableTopic(RuntimeError):
@@ -40,8 +44,9 @@ class MeridianClient:
         try:
             # from each partition's end as of now, resolved before any query is sent
             partitions = [TopicPartition(name, p) for name in names for p in self._partitions(name, topic_timeout_s)]
+            deadline = time.monotonic() + topic_timeout_s
             for tp in partitions:
-                tp.offset = self._consumer.get_watermark_offsets(tp, timeout=10)[1]
+                tp.offset = self._end_offset(tp, deadline)
             self._consumer.assign(partitions)
         except (KafkaException, UnreadableTopic):
             self._close_transport()
@@ -65,6 +70,18 @@ class MeridianClient:
             if time.monotonic() > deadline:
                 raise UnreadableTopic(f"cannot read {topic!r}: it does not exist, or this user may not read it")
             time.sleep(0.2)
+
+    def _end_offset(self, tp: TopicPartition, deadline: float) -> int:
+        """A partition's end; a topic created a moment ago may have no leader yet (a retriable error): ask
+        again until it has one, or the time is up."""
+        while True:
+            try:
+                return self._consumer.get_watermark_offsets(tp, timeout=10)[1]
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not (error.retriable() or error.code() in _NO_LEADER_YET) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def send(self, query: Query) -> Query:
         """Send ``query`` stamped with the time of sending (its deadline counts from it); returns what was
