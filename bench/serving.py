@@ -141,7 +141,7 @@ def entry(card: Scorecard, outcomes: Outcomes, draws: int, capacity_qps: float, 
 
 
 def simulated_point(policy: str, settings: Settings, catalogue: Catalogue, queries: Sequence[Query],
-                    transport: TransportModel | None, capacity_qps: float) -> tuple[dict[str, object], dict]:
+                    transport: TransportModel | None, capacity_qps: float) -> dict[str, object]:
     workers = demo_workers(catalogue)
     results = simulate_draws(policy, queries, workers, settings, catalogue, start_s=START_S, transport=transport,
                              draws=SWEEP_DRAWS)
@@ -149,7 +149,7 @@ def simulated_point(policy: str, settings: Settings, catalogue: Catalogue, queri
     served = judge_draws(results, [Tenure(w.device, START_S, None) for w in workers], catalogue, start_s=START_S,
                          end_s=end)
     silence = longest_silence_s([sim_outcomes(r, START_S).answered_s for r in results], START_S, end)
-    return entry(served.card, served.outcomes, served.draws, capacity_qps, silence, sim_drops(results)), served.series
+    return entry(served.card, served.outcomes, served.draws, capacity_qps, silence, sim_drops(results))
 
 
 # -- the bench -------------------------------------------------------------------------------------
@@ -163,7 +163,6 @@ def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float 
     if "ramsis" in policies:
         generate_ramsis_set(base, round(TRACE_PEAK * capacity, 1))
     points: list[dict[str, object]] = []
-    series: dict[str, dict[str, dict]] = {}
     hops: dict[str, dict] = {}
     transports: dict[str, TransportModel] = {}
     warm_up = [(t, app) for t, app in plans[POINTS[0]] if t < WARM_UP_S]
@@ -189,16 +188,13 @@ def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float 
                      "kafka_cost_points": round(100 * (compared["sim_ideal"].card.slo_attainment
                                                        - served.card.slo_attainment), 2)}
             points.append(point)
-            series.setdefault(policy, {})[f"live {point_label(load)}"] = served.series
             print(f"{policy} live {point_label(load)}: {summary(point)}; sim {point['sim_slo_attainment']}, ideal "
                   f"{point['ideal_slo_attainment']}", flush=True)
         for load in POINTS:
             queries = sim_queries(plans[load])
             for mode, model in (("sim", transport), ("ideal", None)):
-                point, over = simulated_point(policy, settings, catalogue, queries, model, capacity)
+                point = simulated_point(policy, settings, catalogue, queries, model, capacity)
                 points.append({"policy": policy, "load": load, "mode": mode, **point})
-                if mode == "sim" and load == TRACE:
-                    series.setdefault(policy, {})["sim trace"] = over
                 print(f"{policy} {mode} {point_label(load)}: {summary(points[-1])}", flush=True)
         print(f"{policy}: {time.monotonic() - started:.0f} s", flush=True)
     for label, (policy, extra) in VARIANTS.items():
@@ -206,11 +202,11 @@ def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float 
             continue
         settings = run_settings(stack, policy).model_copy(update=extra)
         for load in POINTS:
-            point, _ = simulated_point(policy, settings, catalogue, sim_queries(plans[load]), transports[policy],
-                                       capacity)
+            point = simulated_point(policy, settings, catalogue, sim_queries(plans[load]), transports[policy],
+                                    capacity)
             points.append({"policy": label, "load": load, "mode": "sim", **point})
             print(f"{label} sim {point_label(load)}: {summary(points[-1])}", flush=True)
-    return {"points": points, "series": series, "capacity_qps": round(capacity, 1), "transport_ms": hops}
+    return {"points": points, "capacity_qps": round(capacity, 1), "transport_ms": hops}
 
 
 def summary(point: dict[str, object]) -> str:

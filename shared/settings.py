@@ -156,6 +156,11 @@ class Settings(BaseSettings):
         return policies
 
     @property
+    def worker_timeout_s(self) -> float:
+        """A worker silent for 3 heartbeats is gone (the scheduler's and INFaaS' monitoring daemon's rule)."""
+        return 3 * self.heartbeat_interval_s
+
+    @property
     def kairos_data_dir(self) -> Path:
         """The Kairos authors' measurements (HPDC'23 artifact): ``instance.json``, ``latency_*.json``, ..."""
         return self.materials_dir / "data" / "kairos"

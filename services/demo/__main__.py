@@ -25,8 +25,8 @@ from services.demo.report import Phase, format_rows, phase_table, phases, plot, 
 from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, FLEET, SERVED, Sender, schedule,
                                     top_capacity_qps, vision_rates)
 from services.launcher import LocalLauncher, ManagedProcess, wait_until
-from services.serve_config import settings_env, start_services
 from services.observability.screenshots import shoot_overview, shows_alert
+from services.serve_config import settings_env, start_services
 from services.stack import LocalStack
 from shared.adapters import topics
 from shared.adapters.client import MeridianClient

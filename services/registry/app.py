@@ -189,7 +189,7 @@ def bootstrap(settings: Settings) -> tuple[RegistryContext, KafkaConsumer, Insta
     # fetch the topic's metadata before the first join: a join that races it gets no partition
     registrations.partitions_for_topic(topics.REGISTRATIONS)
     events = make_consumer(settings, topics.WORKER_EVENTS, group_id=None, auto_offset_reset="latest")
-    monitor = InstanceMonitor(store, device_kinds=device_kinds, worker_timeout_s=3 * settings.heartbeat_interval_s,
+    monitor = InstanceMonitor(store, device_kinds=device_kinds, worker_timeout_s=settings.worker_timeout_s,
                               last_flush_s=time.time(), config=MonitorConfig.from_settings(settings),
                               family_slo_ms=family_slo_ms)
     return ctx, registrations, monitor, events

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from schemas import BatchFinished, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
-from shared.infaas.metadata import MetadataStore
+from shared.infaas.metadata import InMemoryMetadataStore, MetadataStore
 from shared.infaas.monitor import InfaasMonitor, MonitorConfig
+from shared.profiles.format import ProfileSet
 
 __all__ = ["InstanceMonitor"]
 
@@ -47,6 +48,16 @@ class InstanceMonitor:
 
     def __post_init__(self) -> None:
         self.monitor = InfaasMonitor(self.config, start_s=self.last_flush_s)
+
+    @classmethod
+    def in_memory(cls, profiles: ProfileSet, *, worker_timeout_s: float, start_s: float,
+                  config: MonitorConfig) -> "InstanceMonitor":
+        """A daemon over an in-memory store seeded with ``profiles``: the simulator's, or a dispatch policy's
+        own where no registry process runs."""
+        store = InMemoryMetadataStore()
+        store.put_profiles(profiles)
+        return cls(store, {d.name: d.kind for d in profiles.devices}, worker_timeout_s, start_s, config=config,
+                   family_slo_ms=dict(profiles.slo_ms))
 
     def observe(self, event: object, now_s: float) -> None:
         handler = _EVENT_HANDLERS.get(type(event))

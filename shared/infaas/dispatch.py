@@ -33,7 +33,6 @@ from collections.abc import Sequence
 
 from schemas import WorkerEvent
 from shared.infaas.daemon import InstanceMonitor
-from shared.infaas.metadata import InMemoryMetadataStore
 from shared.infaas.monitor import MonitorConfig
 from shared.infaas.records import (
     MAX_DISPATCH_UTILIZATION,
@@ -72,7 +71,8 @@ class InfaasDispatch(DispatchPolicy):
         Workers the last snapshot shows busier than this are left out of getVariant's fleet.
     monitor : MonitorConfig, optional
         Run the monitoring daemon on the worker events (`on_worker_event`) with these thresholds, and serve
-        from its snapshot each window; a metadata store's snapshot then adds registered models only.
+        from its snapshot each window; a metadata store's snapshot then adds registered models only. Needs
+        ``profiles``.
     worker_timeout_s : float
         The daemon's: a worker silent this long is gone.
     """
@@ -93,28 +93,23 @@ class InfaasDispatch(DispatchPolicy):
         self._reload_after_s = reload_after_s
         self._max_utilization = max_utilization
         self._set_static(self._catalogue)
-        self._monitor_config = monitor
+        self._monitor_config = monitor if profiles is not None else None
         self._profiles = profiles
         self._worker_timeout_s = worker_timeout_s
-        #: the monitoring daemon and its metadata store, from the first worker event on (``monitor``)
+        #: the monitoring daemon, from the first worker event on (``monitor``)
         self._daemon: InstanceMonitor | None = None
-        self._store = InMemoryMetadataStore()
 
     def on_worker_event(self, event: WorkerEvent, now_s: float) -> None:
         """Feed the daemon; at the end of each of its windows, serve from its snapshot."""
         if self._monitor_config is None:
             return
         if self._daemon is None:
-            if self._profiles is not None:
-                self._store.put_profiles(self._profiles)
-            kinds = {d.name: d.kind for d in self._profiles.devices} if self._profiles is not None else {}
-            slo = dict(self._profiles.slo_ms) if self._profiles is not None else {}
-            self._daemon = InstanceMonitor(self._store, kinds, self._worker_timeout_s, now_s,
-                                           config=self._monitor_config, family_slo_ms=slo)
+            self._daemon = InstanceMonitor.in_memory(self._profiles, worker_timeout_s=self._worker_timeout_s,
+                                                     start_s=now_s, config=self._monitor_config)
         self._daemon.observe(event, now_s)
         if now_s - self._daemon.last_flush_s >= self._monitor_config.window_s:
             self._daemon.flush(now_s)
-            self._apply(self._store.snapshot(now_s))
+            self._apply(self._daemon.store.snapshot(now_s))
 
     def update_from_metadata(self, snapshot: MetadataSnapshot) -> None:
         """Replace what the policy knows of the metadata store.

@@ -50,6 +50,25 @@ class LearnedProfiles:
 
     def observe(self, device: str, variant: str, rows: int, compute_ms: float) -> None:
         """A batch of ``rows`` took ``compute_ms`` on ``device``."""
+        self._average_compute(device, variant, rows, compute_ms)
+        self._refresh()
+
+    def observe_event(self, event: BatchFinished) -> None:
+        """A worker's batch-finished event: its compute, and the overhead around it (publishing its results
+        and end, and the gap from the previous batch's end when the worker went straight on)."""
+        if event.rows:
+            self._average_compute(event.device, event.variant, event.rows, event.compute_ms)
+        started = event.compute_started_at
+        previous = self._last_event_s.get(event.worker_id)
+        if started is not None:
+            self._last_event_s[event.worker_id] = event.at
+        if started is not None and previous is not None and 0.0 <= started - previous <= BACK_TO_BACK_S:
+            overhead_ms = 1000.0 * (started - previous + max(0.0, event.at - started - event.compute_ms / 1000.0))
+            old = self._overhead_ms.get(event.device)
+            self._overhead_ms[event.device] = overhead_ms if old is None else old + self._weight * (overhead_ms - old)
+        self._refresh()
+
+    def _average_compute(self, device: str, variant: str, rows: int, compute_ms: float) -> None:
         profile = self.base.find(variant, device)
         if profile is None or rows < 1 or rows > profile.max_batch:
             return
@@ -60,24 +79,6 @@ class LearnedProfiles:
         else:
             average[0] += self._weight * (compute_ms - average[0])
             average[1] += 1
-        self._refresh()
-
-    def observe_event(self, event: BatchFinished) -> None:
-        """A worker's batch-finished event: its compute, and the overhead around it (publishing its results
-        and end, and the gap from the previous batch's end when the worker went straight on)."""
-        if event.rows:
-            self.observe(event.device, event.variant, event.rows, event.compute_ms)
-        started = event.compute_started_at
-        if started is None:
-            return
-        previous = self._last_event_s.get(event.worker_id)
-        self._last_event_s[event.worker_id] = event.at
-        if previous is None or not 0.0 <= started - previous <= BACK_TO_BACK_S:
-            return
-        overhead_ms = 1000.0 * (started - previous + max(0.0, event.at - started - event.compute_ms / 1000.0))
-        old = self._overhead_ms.get(event.device)
-        self._overhead_ms[event.device] = overhead_ms if old is None else old + self._weight * (overhead_ms - old)
-        self._refresh()
 
     def overhead_ms(self, device: str) -> float:
         return self._overhead_ms.get(device, 0.0)

@@ -86,7 +86,7 @@ class CoreConfig:
                    transport_prior_s=settings.transport_prior_ms / 1000.0,
                    transport_max_share=settings.transport_max_share,
                    pipeline_lead_s=settings.pipeline_lead_ms / 1000.0, learn_service_rate=True,
-                   worker_timeout_s=3 * settings.heartbeat_interval_s, batch_id_prefix=batch_id_prefix,
+                   worker_timeout_s=settings.worker_timeout_s, batch_id_prefix=batch_id_prefix,
                    max_clock_skew_s=settings.max_clock_skew_s, duplicate_window_s=settings.duplicate_window_s)
 
 

@@ -298,13 +298,11 @@ def simulate_autoscaling(
         raise ValueError("`duration_s` must be > 0 (or the workloads non-empty)")
     loop = AutoscaleLoop(autoscaler, config=monitor, timer=time.perf_counter)
     loop.tracker.expect(ScaleActions(start=tuple(initial_fleet)), 0.0)
-    store = InMemoryMetadataStore()
-    store.put_profiles(profiles)
+    daemon = InstanceMonitor.in_memory(profiles, worker_timeout_s=3 * heartbeat_interval_s, start_s=0.0,
+                                       config=monitor)
+    store = daemon.store
     for app in catalogue.applications:
         store.register_model(app.name, app.family)
-    daemon = InstanceMonitor(store, device_kinds={d.name: d.kind for d in profiles.devices},
-                             worker_timeout_s=3 * heartbeat_interval_s, last_flush_s=0.0, config=monitor,
-                             family_slo_ms=dict(profiles.slo_ms))
     dispatch = InfaasDispatch(profiles)
     sim: Simulation | None = None
     controller = AutoscalingController(loop, daemon, store, dispatch, lambda: sim.core.depth_by_application(),
