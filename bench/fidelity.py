@@ -76,6 +76,8 @@ def policy_settings(policy: str) -> dict[str, object]:
                                  "scheduler_policy": policy, "load_stats_interval_s": 1.0}
     if policy == "proteus":  # as ``infra/serve.yaml`` (make demo) serves with it
         fields |= SERVED.settings_fields()
+    if policy == "infaas":  # Meridian's one queue: an idle worker takes a batch however busy it was
+        fields |= {"infaas_max_dispatch_utilization": 1.0}
     if policy == "ramsis":  # RAMSIS models one worker type: vision on the GPU, digits first come first served
         fields |= {"application_policies": {"digits": "fcfs"}, "ramsis_policy_set": RAMSIS_SET}
     return fields

@@ -56,9 +56,11 @@ LIVE_POINTS: tuple[float | str, ...] = (0.6, TRACE)
 TRACE_PEAK = 1.2
 DIGITS_STEADY_QPS = 20.0
 #: the papers' own designs beside Meridian's extensions (`Settings`), in the simulator only: label -> (policy,
-#: settings). Kairos dispatches one query at a time; Proteus' wait leaves a batch no slack.
+#: settings). Kairos dispatches one query at a time; Proteus' wait leaves a batch no slack; the INFaaS artifact
+#: leaves workers over 80% busy idle.
 VARIANTS = {"kairos-batched": ("kairos", {"kairos_batch_queries": True}),
-            "proteus-paper": ("proteus", {"proteus_batching": "proteus", "proteus_headroom": 1.05})}
+            "proteus-paper": ("proteus", {"proteus_batching": "proteus", "proteus_headroom": 1.05}),
+            "infaas-artifact": ("infaas", {"infaas_max_dispatch_utilization": 0.8})}
 #: policies that scale accuracy: at the trace's 1.2x peak they are held to the SLO, the others to goodput
 ACCURACY_SCALING = ("proteus", "ramsis", "infaas")
 TARGETS = {"below_capacity_slo_attainment": 0.99, "peak_slo_attainment_accuracy_scaling": 0.99,

@@ -127,6 +127,9 @@ class Settings(BaseSettings):
     infaas_saturated_busy_fraction: float = Field(default=0.95, gt=0.0, le=1.0)
     #: Overloaded also when more than this many seconds of peak work are queued (0: off) [spec §12.8: 1 s]
     infaas_overload_queue_s: float = Field(default=1.0, ge=0.0)
+    #: INFaaS' dispatcher leaves out workers busier than this over the monitor's window [REF: 0.8]; with
+    #: Meridian's one queue an idle worker is never overloaded, and 1 keeps every worker (see bench-serving)
+    infaas_max_dispatch_utilization: float = Field(default=0.8, gt=0.0, le=1.0)
     #: the device type a real (non-emulated) worker on this machine is
     local_device: str = "cpu-1t"
     #: workers the fleet service starts get metrics ports from here upwards

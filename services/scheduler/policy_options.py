@@ -41,7 +41,8 @@ def dispatch_options(settings: Settings, name: str | None = None, *, step_interv
     if name == "infaas":
         from shared.infaas.monitor import MonitorConfig
 
-        return {"monitor": MonitorConfig.from_settings(settings), "worker_timeout_s": settings.worker_timeout_s}
+        return {"monitor": MonitorConfig.from_settings(settings), "worker_timeout_s": settings.worker_timeout_s,
+                "max_utilization": settings.infaas_max_dispatch_utilization}
     if name == "proteus":
         return {"decision_interval_s": step_interval_s, "batching": settings.proteus_batching}
     if name == "ramsis":

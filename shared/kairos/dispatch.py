@@ -22,7 +22,9 @@ from shared.kairos.margin import QosMargin
 from shared.kairos.matching import PENALTY_FACTOR, XI, cost_matrix_unchecked, heterogeneity_coefficients
 from shared.kairos.predictor import LatencyPredictor
 from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy, PendingQuery, WorkerView
+from shared.policy.deadlines import most_in_time
 from shared.profiles.format import ProfileSet
+from shared.profiles.tail import at_quantile
 
 #: predictions kept per (device, variant, size) awaiting their completion
 IN_FLIGHT_KEPT = 1024
@@ -36,6 +38,8 @@ class KairosDispatch(DispatchPolicy):
     Parameters
     ----------
     latency : profiles (seed a warm `LatencyPredictor`) or a predictor to use and keep learning.
+    latency_quantile : profiles seed the predictor at this quantile of their measured samples
+        (`shared.profiles.tail`): a profile's median promises what a heavy-tailed pair often breaks.
     xi : QoS safeguard (0.98): a pair predicted past ``xi * T_qos`` counts as a violation.
     margin_quantile : widen ``xi`` to ``1 - z * (observed rms relative prediction error)`` with ``z`` this
         normal quantile (`QosMargin`); None keeps ``xi`` fixed.
@@ -49,9 +53,9 @@ class KairosDispatch(DispatchPolicy):
         the largest batch, relative to the fastest device type present.
     learn : feed completions into the predictor.
     batch_queries : Meridian's extension, off in the paper: a query matched to an idle worker takes along
-        the queries of its application queued behind it that its variant serves, while the batch's predicted
-        latency still meets the QoS (xi * T_qos less the wait) of each. One query per dispatch caps a fleet
-        whose per-batch cost is not only compute (a Kafka hop each way) well below its batched capacity.
+        the queries of its application queued behind it that its variant serves, as many as finish the most
+        of the batch within their QoS (xi * T_qos less the wait). One query per dispatch caps a fleet whose
+        per-batch cost is not only compute (a Kafka hop each way) well below its batched capacity.
     """
 
     name = "kairos"
@@ -69,6 +73,7 @@ class KairosDispatch(DispatchPolicy):
         coefficients: Mapping[str, float] | None = None,
         learn: bool = True,
         batch_queries: bool = False,
+        latency_quantile: float = 0.95,
     ) -> None:
         if not 0 < xi <= 1 or penalty_factor <= 1 or rows_per_worker < 1:
             raise ValueError(
@@ -78,7 +83,8 @@ class KairosDispatch(DispatchPolicy):
         if coefficients is not None and not all(0 < c <= 1 for c in coefficients.values()):
             raise ValueError(f"`coefficients` must lie in (0, 1], got {dict(coefficients)}")
         self.predictor = (
-            latency if isinstance(latency, LatencyPredictor) else LatencyPredictor.from_profiles(latency)
+            latency if isinstance(latency, LatencyPredictor)
+            else LatencyPredictor.from_profiles(at_quantile(latency, latency_quantile))
         )
         self._xi = xi
         self._margin = QosMargin(xi, margin_quantile) if margin_quantile is not None else None
@@ -146,24 +152,24 @@ class KairosDispatch(DispatchPolicy):
 
     def _followers(self, head: PendingQuery, worker: WorkerView, variant: str, taken: set[str],
                    now_s: float) -> list[PendingQuery]:
-        """The queries behind ``head`` that may join its batch (``batch_queries``); marks them taken."""
+        """The queries behind ``head`` that join its batch (``batch_queries``): of those its variant serves, as
+        many as finish the most of the batch within its QoS (`most_in_time`); marks them taken."""
         limit = min(worker.max_batch, self.predictor.max_batch)
-        followers, rows = [], head.batch_size
-        slack_ms = [self.xi * head.budget_ms - (now_s - head.arrival_s) * 1000.0 - worker.busy_remaining_ms]
+        members, rows = [head], head.batch_size
         for query in self._by_application.get(head.application, {}).values():
-            if query.query_id in taken or variant not in query.candidate_variants:
+            if query.query_id in taken or query.query_id == head.query_id or variant not in query.candidate_variants:
                 continue
             if rows + query.batch_size > limit:
                 break
-            latency = float(self.predictor.predict(worker.device, variant, np.array([rows + query.batch_size]),
-                                                   noisy=False)[0])
-            own = self.xi * query.budget_ms - (now_s - query.arrival_s) * 1000.0 - worker.busy_remaining_ms
-            if latency > min(*slack_ms, own):
-                break
-            slack_ms.append(own)
-            followers.append(query)
-            taken.add(query.query_id)
+            members.append(query)
             rows += query.batch_size
+
+        def latency_ms(batch_rows: int) -> float:
+            return float(self.predictor.predict(worker.device, variant, np.array([batch_rows]), noisy=False)[0])
+
+        left_ms = [self.xi * q.budget_ms - (now_s - q.arrival_s) * 1000.0 - worker.busy_remaining_ms for q in members]
+        followers = members[1:most_in_time([q.batch_size for q in members], left_ms, latency_ms)]
+        taken.update(q.query_id for q in followers)
         return followers
 
     def _heads(self, queue: Sequence[PendingQuery], per_application: int) -> list[PendingQuery]:

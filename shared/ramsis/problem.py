@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 
 from shared.profiles.format import ProfileSet, VariantProfile
+from shared.profiles.tail import at_quantile
 
 Batching = Literal["maximal", "variable"]
 Discretization = Literal["fixed", "model"]
@@ -217,19 +218,10 @@ def quantile_profiles(profiles: ProfileSet, *, quantile: float = 0.95, max_batch
     >>> quantile_profiles(p).variants[0].batch_latency_ms
     {1: 2.0, 2: 3.0, 3: 4.0, 4: 5.0}
     """
-    if not 0 < quantile <= 1:
-        raise ValueError(f"`quantile` must be in (0, 1], got {quantile}")
     dense = []
-    for p in profiles.variants:
+    for p in at_quantile(profiles, quantile).variants:
         sizes = np.array(list(p.batch_latency_ms), dtype=np.float64)
-        values = np.array(
-            [
-                np.quantile(p.latency_samples_ms[b], quantile)
-                if p.latency_samples_ms and p.latency_samples_ms.get(b)
-                else p.batch_latency_ms[b]
-                for b in p.batch_latency_ms
-            ]
-        )
+        values = np.array(list(p.batch_latency_ms.values()))
         top = int(sizes[-1]) if max_batch is None else min(max_batch, int(sizes[-1]))
         filled = np.interp(np.arange(1, top + 1), sizes, values)
         filled = np.minimum.accumulate(filled[::-1])[::-1]  # lat[b-1] <= lat[b]

@@ -19,8 +19,8 @@ PROFILES = ProfileSet(
 BOTH = ("fast", "slow")
 
 
-def query(i, slo=50.0, rows=1, candidates=BOTH):
-    return PendingQuery(str(i), "app", rows, 0.0, slo, candidates)
+def query(i, slo=50.0, rows=1, candidates=BOTH, at=0.0):
+    return PendingQuery(str(i), "app", rows, at, slo, candidates)
 
 
 def worker(wid, variants, busy_ms=0.0, max_batch=8):
@@ -86,8 +86,9 @@ def test_inactive_choice_is_a_load_request_and_the_query_is_served_meanwhile():
     decision = dispatch.decide(0.0, [query(0, slo=10.0)], workers)
     assert sent(decision) == {("0",): ("w1", "slow")}
     assert decision.loads == (("w2", "fast"),)  # least-utilized worker of its type
-    assert dispatch.decide(1.0, [query(1, slo=10.0)], workers).loads == (), "asked once while it loads"
-    assert dispatch.decide(6.0, [query(2, slo=10.0)], workers).loads == (("w2", "fast"),), "asked again later"
+    assert dispatch.decide(1.0, [query(1, slo=10.0, at=1.0)], workers).loads == (), "asked once while it loads"
+    assert dispatch.decide(6.0, [query(2, slo=10.0, at=6.0)], workers).loads == (("w2", "fast"),), \
+        "asked again later"
 
 
 def test_a_variant_is_never_loaded_again_where_it_is_held_overloaded():
@@ -95,7 +96,7 @@ def test_a_variant_is_never_loaded_again_where_it_is_held_overloaded():
     dispatch = policy(states=[("fast", "w2", InstanceState.OVERLOADED)], utilization={"w1": 0.8, "w2": 0.1})
     workers = [worker("w1", ["slow"], busy_ms=20.0), worker("w2", ["fast"])]
     for now in (0.0, 6.0, 12.0):
-        decision = dispatch.decide(now, [query(0, slo=10.0)], workers)
+        decision = dispatch.decide(now, [query(0, slo=10.0, at=now)], workers)
         assert decision.loads == (), "a reload would only stall the worker that holds it"
         assert sent(decision) == {("0",): ("w2", "fast")}, "served there meanwhile"
 
@@ -112,20 +113,77 @@ def test_unprofiled_loaded_candidates_are_served_first_come_first_served():
     assert sent(decision) == {("0", "1"): ("w1", "slow")}
 
 
-def test_metadata_store_profiles_extend_and_replace_the_catalogues():
+def test_metadata_store_profiles_extend_the_catalogues_which_follow_what_batches_show():
+    from schemas import BatchFinished
+
     registered = VariantProfile(variant="reg", family="m", device="cpu", accuracy=0.9,
                                 batch_latency_ms={1: 1.0}, max_batch=1)
-    slower_fast = PROFILES.get("fast", "cpu").model_copy(update={"batch_latency_ms": {1: 40.0, 8: 45.0}})
-    store_view = ProfileSet(source="redis", devices=PROFILES.devices, variants=[registered, slower_fast])
+    store_view = ProfileSet(source="redis", devices=PROFILES.devices, variants=[registered, *PROFILES.variants])
     dispatch = InfaasDispatch(PROFILES)
     dispatch.update_from_metadata(MetadataSnapshot.from_profiles(store_view))
     workers = [worker("w1", ["fast"]), worker("w2", ["slow"]), worker("w3", ["reg"])]
     candidates = ("fast", "slow", "reg")
-    # only the store knows `reg` (1 ms): the one variant within a 2 ms SLO
-    assert sent(dispatch.decide(0.0, [query(0, slo=2.0, candidates=candidates)], workers)) == {("0",): ("w3", "reg")}
-    # the store's profile of `fast` (40 ms) replaced the catalogue's (2 ms): a 35 ms SLO now needs `slow`
-    decision = dispatch.decide(0.0, [query(1, slo=35.0, candidates=("fast", "slow"))], workers)
-    assert sent(decision) == {("1",): ("w2", "slow")}
+    # only the store knows `reg` (1 ms): the one variant within a 1.5 ms SLO
+    assert sent(dispatch.decide(0.0, [query(0, slo=1.5, candidates=candidates)], workers)) == {("0",): ("w3", "reg")}
+    assert sent(dispatch.decide(0.0, [query(1, slo=20.0)], workers)) == {("1",): ("w1", "fast")}
+    for k in range(30):  # `fast` takes 40 ms a row where its profile promised 2
+        dispatch.on_worker_event(BatchFinished(worker_id="w1", batch_id=f"b{k}", device="cpu", variant="fast",
+                                               rows=1, compute_ms=40.0, ok=True, at=float(k)), float(k))
+    dispatch.update_from_metadata(MetadataSnapshot.from_profiles(store_view))  # the store's copy does not undo it
+    decision = dispatch.decide(30.0, [query(2, slo=20.0, at=30.0)], workers)
+    assert sent(decision) == {("2",): ("w2", "slow")}, "nothing meets 20 ms now: the closest loaded serves it"
+
+
+def test_plans_with_the_tail_of_the_measured_samples():
+    spiky = PROFILES.get("fast", "cpu").model_copy(update={"latency_samples_ms": {1: [2.0] * 9 + [80.0]}})
+    profiles = PROFILES.model_copy(update={"variants": [spiky, PROFILES.get("slow", "cpu")]})
+    workers = [worker("w1", ["fast"]), worker("w2", ["slow"])]
+    assert sent(InfaasDispatch(profiles).decide(0.0, [query(0, slo=40.0)], workers)) == {("0",): ("w2", "slow")}
+    median = InfaasDispatch(profiles, latency_quantile=0.5)
+    assert sent(median.decide(0.0, [query(0, slo=20.0)], workers)) == {("0",): ("w1", "fast")}
+
+
+def test_getvariant_matches_the_time_a_query_has_left():
+    workers = [worker("w1", ["slow"]), worker("w2", ["fast"])]
+    assert sent(policy().decide(0.0, [query(0)], workers)) == {("0",): ("w1", "slow")}
+    assert sent(policy().decide(0.025, [query(0)], workers)) == {("0",): ("w2", "fast")}, "25 ms left: `slow` is 30"
+
+
+def test_a_busy_workers_instance_counts_as_overloaded_while_an_idle_one_matches():
+    workers = [worker("w1", ["slow"], busy_ms=1.0), worker("w2", ["fast"])]
+    assert sent(policy().decide(0.0, [query(0)], workers)) == {("0",): ("w2", "fast")}
+
+
+def test_a_query_waits_for_a_busy_worker_only_if_it_still_finishes_in_time():
+    dispatch = policy(states=[("fast", "w2", InstanceState.INTERFERED)])
+    in_time = [worker("w1", ["slow"], busy_ms=15.0), worker("w2", ["fast"])]
+    assert dispatch.decide(0.0, [query(0)], in_time).assignments == (), "15 + 30 ms <= 50: it waits"
+    # behind the first, a second would need 15 + 60 ms (a batch of 2 is profiled at 4 rows): it goes to the
+    # closest idle instance, and takes the first along (it has no Active match on an idle worker either)
+    assert sent(dispatch.decide(0.0, [query(0), query(1)], in_time)) == {("1", "0"): ("w2", "fast")}
+    too_late = [worker("w1", ["slow"], busy_ms=25.0), worker("w2", ["fast"])]
+    assert sent(dispatch.decide(0.0, [query(0)], too_late)) == {("0",): ("w2", "fast")}, "25 + 30 > 50"
+
+
+def test_a_batch_takes_as_many_as_finish_the_most_in_time():
+    queue = [query(0, slo=40.0), *(query(k, slo=35.0) for k in range(1, 9))]
+    # on `slow`: 1 row 30 ms, 2-4 rows 60 ms, 5-8 rows 100 ms; all but the head have 35 ms
+    assert sent(policy().decide(0.0, queue, [worker("w1", ["slow"])])) == {("0",): ("w1", "slow")}
+    # on `fast` (8 rows take 9 ms, its max batch) a head with 3 ms left is made late to serve seven others in time
+    queue = [query(0, slo=3.0, candidates=("fast",)), *(query(k, candidates=("fast",)) for k in range(1, 9))]
+    decision = policy().decide(0.0, queue, [worker("w1", ["fast"])])
+    assert sent(decision) == {("0", "1", "2", "3", "4", "5", "6", "7"): ("w1", "fast")}
+
+
+def test_a_batch_runs_the_active_variant_that_finishes_the_most_in_time():
+    both = [worker("w1", ["slow", "fast"])]
+    assert sent(policy().decide(0.0, [query(0)], both)) == {("0",): ("w1", "slow")}, "one query: getVariant's choice"
+    # eight queued: `slow` finishes one of them within 50 ms, `fast` all eight (9 ms)
+    decision = policy().decide(0.0, [query(k) for k in range(8)], both)
+    assert sent(decision) == {tuple(str(k) for k in range(8)): ("w1", "fast")}
+    interfered = policy(states=[("fast", "w1", InstanceState.INTERFERED)])
+    assert sent(interfered.decide(0.0, [query(k) for k in range(8)], both)) == {("0",): ("w1", "slow")}, \
+        "never an instance the monitor flags"
 
 
 def test_serves_a_simulated_workload_within_slo():
@@ -152,8 +210,9 @@ def test_with_its_own_monitor_a_busy_worker_is_left_out_without_any_metadata_sto
     for at in (0.0, 1.0):
         dispatch.on_worker_event(beat("w1", "slow", 0.9, at), at)
         dispatch.on_worker_event(beat("w2", "fast", 0.1, at), at)
-    assert sent(dispatch.decide(1.5, [query(0)], workers)) == {("0",): ("w1", "slow")}, "its window has not ended"
+    assert sent(dispatch.decide(1.5, [query(0, at=1.5)], workers)) == {("0",): ("w1", "slow")}, \
+        "its window has not ended"
     dispatch.on_worker_event(beat("w1", "slow", 0.9, 2.0), 2.0)
-    assert sent(dispatch.decide(2.5, [query(1)], workers)) == {("1",): ("w2", "fast")}
+    assert sent(dispatch.decide(2.5, [query(1, at=2.5)], workers)) == {("1",): ("w2", "fast")}
     dispatch.update_from_metadata(MetadataSnapshot())  # an empty store does not undo what the monitor saw
-    assert sent(dispatch.decide(2.6, [query(2)], workers)) == {("2",): ("w2", "fast")}
+    assert sent(dispatch.decide(2.6, [query(2, at=2.6)], workers)) == {("2",): ("w2", "fast")}

@@ -149,7 +149,7 @@ def test_a_burst_of_one_application_does_not_starve_another_on_its_own_worker():
 
 
 @pytest.mark.parametrize("batch_queries, expected", [(False, ("0",)), (True, ("0", "1", "2", "3", "4"))])
-def test_batch_queries_takes_the_queries_behind_the_matched_one_while_they_meet_their_qos(batch_queries, expected):
+def test_batch_queries_takes_the_queries_behind_the_matched_one_that_finish_within_their_qos(batch_queries, expected):
     policy = KairosDispatch(PROFILES, batch_queries=batch_queries)
     queue = [query(i, 10) for i in range(5)]
     for q in queue:
