@@ -305,9 +305,9 @@ class InfaasDispatch(DispatchPolicy):
             busy = worker.worker_id not in free
             live = (busy, worker.busy_remaining_ms, worker.inflight)
             for variant in worker.variants:
-                instance = self._instances.get((variant, worker.worker_id))
-                if instance is not None and instance.state is not InstanceState.ACTIVE:
+                if not self._active(variant, worker.worker_id):
                     continue
+                instance = self._instances.get((variant, worker.worker_id))
                 rank = (*live, instance.qps if instance else 0.0, worker.worker_id)
                 key = (variant, worker.device)
                 if key not in active or rank < active[key]:
@@ -331,11 +331,16 @@ class InfaasDispatch(DispatchPolicy):
                     best = (rank, worker, variant)
         return None if best is None else (best[1], best[2])
 
+    def _active(self, variant: str, worker_id: str) -> bool:
+        """Whether the instance is Active (one the monitor has not judged yet is)."""
+        instance = self._instances.get((variant, worker_id))
+        return instance is None or instance.state is InstanceState.ACTIVE
+
     def _active_on(self, worker: WorkerView, query: PendingQuery, chosen: str) -> list[str]:
         """``chosen``, then the query's other candidates Active on ``worker``, most preferred first."""
         others = [v for v in query.candidate_variants
                   if v != chosen and v in worker.variants and (v, worker.device) in self._by_key
-                  and self._instances.get((v, worker.worker_id), _ACTIVE).state is InstanceState.ACTIVE]
+                  and self._active(v, worker.worker_id)]
         return [chosen, *others]
 
     def _batch(self, head: _Goals, queue: Sequence[PendingQuery], taken: set[str], worker: WorkerView,
@@ -363,10 +368,8 @@ class InfaasDispatch(DispatchPolicy):
             rows += query.batch_size
         if record is None:
             return tuple(goals.query.query_id for goals in members), 0
-        size = most_in_time([goals.query.batch_size for goals in members], [goals.left_ms for goals in members],
-                            record.latency_ms)
-        latency = record.latency_ms(sum(goals.query.batch_size for goals in members[:size]))
-        in_time = sum(latency is not None and goals.left_ms >= latency for goals in members[:size])
+        size, in_time = most_in_time([goals.query.batch_size for goals in members],
+                                     [goals.left_ms for goals in members], record.latency_ms)
         return tuple(goals.query.query_id for goals in members[:size]), in_time
 
 
@@ -381,10 +384,6 @@ class _Goals(NamedTuple):
     @classmethod
     def at(cls, query: PendingQuery, now_s: float) -> "_Goals":
         return cls(query, max(1, math.floor((query.deadline_s - now_s) * 1000.0)))
-
-
-#: what an instance the monitor has not judged yet counts as
-_ACTIVE = InstanceRecord("", "", "", InstanceState.ACTIVE)
 
 
 def _records(profiles: ProfileSet) -> dict[Key, VariantRecord]:

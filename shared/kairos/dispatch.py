@@ -157,7 +157,7 @@ class KairosDispatch(DispatchPolicy):
         limit = min(worker.max_batch, self.predictor.max_batch)
         members, rows = [head], head.batch_size
         for query in self._by_application.get(head.application, {}).values():
-            if query.query_id in taken or query.query_id == head.query_id or variant not in query.candidate_variants:
+            if query.query_id in taken or variant not in query.candidate_variants:  # taken: every matched query
                 continue
             if rows + query.batch_size > limit:
                 break
@@ -168,7 +168,8 @@ class KairosDispatch(DispatchPolicy):
             return float(self.predictor.predict(worker.device, variant, np.array([batch_rows]), noisy=False)[0])
 
         left_ms = [self.xi * q.budget_ms - (now_s - q.arrival_s) * 1000.0 - worker.busy_remaining_ms for q in members]
-        followers = members[1:most_in_time([q.batch_size for q in members], left_ms, latency_ms)]
+        size, _ = most_in_time([q.batch_size for q in members], left_ms, latency_ms)
+        followers = members[1:size]
         taken.update(q.query_id for q in followers)
         return followers
 
