@@ -70,17 +70,37 @@ TARGET = {"slo_attainment_points": 2.0, "effective_accuracy_points": 0.5}
 PORTS = {"kafka": 31092, "redis": 31379, "metrics": 31301}
 
 
-def policy_settings(policy: str) -> dict[str, object]:
-    """The settings every process of a run starts with (the simulator reads the same values)."""
+#: a policy with other settings, served and simulated under its own label: Meridian's extensions where a paper's
+#: design caps a policy (Kairos dispatches one query at a time; Proteus' wait leaves a batch no slack), and the
+#: INFaaS artifact's blacklist of workers over 80% busy
+VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
+    "kairos-batched": ("kairos", {"kairos_batch_queries": True}),
+    "proteus-paper": ("proteus", {"proteus_batching": "proteus", "proteus_headroom": 1.05}),
+    "infaas-artifact": ("infaas", {"infaas_max_dispatch_utilization": 0.8}),
+}
+
+
+#: Proteus as Meridian serves it: its planner re-planning every 5 s for 1.3x the measured demand on the vision
+#: fleet, work-conserving batching (Meridian's extension; the paper's is `VARIANTS`' ``proteus-paper``), digits
+#: first come first served on its own worker
+PROTEUS_SERVING: dict[str, object] = {
+    "planner": "proteus", "planner_fleet": {"cpu-1t": 1, "cpu-2t": 1, "g4dn-emu": 1}, "replan_period_s": 5,
+    "proteus_batching": "nexus", "proteus_headroom": 1.3, "application_policies": {"digits": "fcfs"}}
+
+
+def policy_settings(label: str) -> dict[str, object]:
+    """The settings every process of a run starts with (the simulator reads the same values); ``label`` is a
+    policy or one of `VARIANTS`."""
+    policy, extra = VARIANTS.get(label, (label, {}))
     fields: dict[str, object] = {"applications": APPLICATIONS, "application_slo_ms": SLO_MS,
                                  "scheduler_policy": policy, "load_stats_interval_s": 1.0}
-    if policy == "proteus":  # as ``infra/serve.yaml`` (make demo) serves with it
-        fields |= SERVED.settings_fields()
+    if policy == "proteus":
+        fields |= PROTEUS_SERVING
     if policy == "infaas":  # Meridian's one queue: an idle worker takes a batch however busy it was
         fields |= {"infaas_max_dispatch_utilization": 1.0}
     if policy == "ramsis":  # RAMSIS models one worker type: vision on the GPU, digits first come first served
         fields |= {"application_policies": {"digits": "fcfs"}, "ramsis_policy_set": RAMSIS_SET}
-    return fields
+    return fields | extra
 
 
 def service_env(policy: str) -> dict[str, str]:
@@ -115,7 +135,7 @@ def live_run(stack: LocalStack, policy: str, plan: Sequence[tuple[float, str]], 
              rows: np.ndarray) -> LiveRun:
     settings = run_settings(stack, policy)
     with LocalLauncher({**stack.env, **service_env(policy)}, logs) as launcher:
-        start_services(launcher, SERVED, metrics_port=PORTS["metrics"], planner=policy == "proteus")
+        start_services(launcher, SERVED, metrics_port=PORTS["metrics"], planner=settings.scheduler_policy == "proteus")
         with MeridianClient(settings, applications=list(APPLICATIONS)) as client:
             sender = Sender(client, rows, prefix="fid")
             sender.warm_up()
@@ -212,7 +232,7 @@ def compare(stack: LocalStack, run: LiveRun, transport: TransportModel) -> dict[
                                               if q.query_id in run.answers}))}
     batches = {"live": live_batches(run.answers)}
     for label, model in (("sim_ideal", None), ("sim", transport)):
-        results = simulate_draws(run.policy, queries, workers, settings, catalogue, start_s=run.start_s,
+        results = simulate_draws(settings.scheduler_policy, queries, workers, settings, catalogue, start_s=run.start_s,
                                  transport=model)
         sims[label] = judge_draws(results, [w.tenure() for w in fleet], catalogue, start_s=run.start_s,
                                   end_s=run.end_s)

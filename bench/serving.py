@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import RESULTS_DIR, save_figure, write_result
-from bench.fidelity import (BIN_S, PORTS, RAMSIS_SET, STRETCH_S, compare, generate_ramsis_set, live_run,
-                            run_settings)
+from bench.fidelity import (BIN_S, PORTS, RAMSIS_SET, STRETCH_S, VARIANTS, compare, generate_ramsis_set,
+                            live_run, run_settings)
 from schemas import Query
 from services.demo.workload import APPLICATIONS, SERVED, SLO_MS, schedule, top_capacity_qps
 from services.demo.report import reason_kind
@@ -55,12 +55,6 @@ POINTS: tuple[float | str, ...] = (0.3, 0.6, 0.9, TRACE)
 LIVE_POINTS: tuple[float | str, ...] = (0.6, TRACE)
 TRACE_PEAK = 1.2
 DIGITS_STEADY_QPS = 20.0
-#: the papers' own designs beside Meridian's extensions (`Settings`), in the simulator only: label -> (policy,
-#: settings). Kairos dispatches one query at a time; Proteus' wait leaves a batch no slack; the INFaaS artifact
-#: leaves workers over 80% busy idle.
-VARIANTS = {"kairos-batched": ("kairos", {"kairos_batch_queries": True}),
-            "proteus-paper": ("proteus", {"proteus_batching": "proteus", "proteus_headroom": 1.05}),
-            "infaas-artifact": ("infaas", {"infaas_max_dispatch_utilization": 0.8})}
 #: policies that scale accuracy: at the trace's 1.2x peak they are held to the SLO, the others to goodput
 ACCURACY_SCALING = ("proteus", "ramsis", "infaas")
 TARGETS = {"below_capacity_slo_attainment": 0.99, "peak_slo_attainment_accuracy_scaling": 0.99,
@@ -142,11 +136,11 @@ def entry(card: Scorecard, outcomes: Outcomes, draws: int, capacity_qps: float, 
             "p99_ms": card.p99_ms, "longest_silence_s": silence_s, "drops": drops, "queries": card.queries}
 
 
-def simulated_point(policy: str, settings: Settings, catalogue: Catalogue, queries: Sequence[Query],
+def simulated_point(settings: Settings, catalogue: Catalogue, queries: Sequence[Query],
                     transport: TransportModel | None, capacity_qps: float) -> dict[str, object]:
     workers = demo_workers(catalogue)
-    results = simulate_draws(policy, queries, workers, settings, catalogue, start_s=START_S, transport=transport,
-                             draws=SWEEP_DRAWS)
+    results = simulate_draws(settings.scheduler_policy, queries, workers, settings, catalogue, start_s=START_S,
+                             transport=transport, draws=SWEEP_DRAWS)
     end = max(q.sent_at for q in queries)
     served = judge_draws(results, [Tenure(w.device, START_S, None) for w in workers], catalogue, start_s=START_S,
                          end_s=end)
@@ -195,17 +189,16 @@ def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float 
         for load in POINTS:
             queries = sim_queries(plans[load])
             for mode, model in (("sim", transport), ("ideal", None)):
-                point = simulated_point(policy, settings, catalogue, queries, model, capacity)
+                point = simulated_point(settings, catalogue, queries, model, capacity)
                 points.append({"policy": policy, "load": load, "mode": mode, **point})
                 print(f"{policy} {mode} {point_label(load)}: {summary(points[-1])}", flush=True)
         print(f"{policy}: {time.monotonic() - started:.0f} s", flush=True)
-    for label, (policy, extra) in VARIANTS.items():
-        if policy not in transports:
+    for label, (policy, _) in VARIANTS.items():  # the variants not served live, on their policy's hops
+        if policy not in transports or label in transports:
             continue
-        settings = run_settings(stack, policy).model_copy(update=extra)
+        settings = run_settings(stack, label)
         for load in POINTS:
-            point = simulated_point(policy, settings, catalogue, sim_queries(plans[load]), transports[policy],
-                                    capacity)
+            point = simulated_point(settings, catalogue, sim_queries(plans[load]), transports[policy], capacity)
             points.append({"policy": label, "load": load, "mode": "sim", **point})
             print(f"{label} sim {point_label(load)}: {summary(points[-1])}", flush=True)
     return {"points": points, "capacity_qps": round(capacity, 1), "transport_ms": hops}
@@ -275,7 +268,9 @@ def plot(points: Sequence[dict[str, object]], policies: Sequence[str], path: Pat
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.serving", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help=f"policies, or variants served like one: {', '.join(VARIANTS)} (each variant of a policy "
+                             "named here also runs in the simulator)")
     parser.add_argument("--live", default=",".join(point_label(p) for p in LIVE_POINTS),
                         help="points also served live: any of 0.3x,0.6x,0.9x,trace-1.2 (their hops are the "
                              "simulator's, so at least one)")
@@ -289,7 +284,8 @@ def main(argv: list[str] | None = None) -> None:
         with LocalStack(var_dir=Path(tmp), kafka_port=PORTS["kafka"], redis_port=PORTS["redis"],
                         components=("kafka", "redis")) as stack:
             outcome = run(stack, policies, live_points, args.steady, Path(tmp) / "logs")
-    labels = [*policies, *(label for label, (policy, _) in VARIANTS.items() if policy in policies)]
+    labels = [*policies, *(label for label, (policy, _) in VARIANTS.items()
+                           if policy in policies and label not in policies)]
     figure = plot(outcome["points"], labels, RESULTS_DIR / "serving.png")
     write_result("serving", {
         "points": outcome["points"], "verdicts": verdicts(outcome["points"]), "targets": TARGETS,

@@ -72,15 +72,18 @@ def settings_env(fields: dict[str, object]) -> dict[str, str]:
             for name, value in fields.items()}
 
 
-def start_services(launcher: LocalLauncher, config: ServeConfig, *, metrics_port: int, planner: bool = True,
+def start_services(launcher: LocalLauncher, config: ServeConfig, *, metrics_port: int, planner: bool | None = None,
                    extra_env: dict[str, str] | None = None) -> ManagedProcess:
-    """The scheduler, the configured workers and (with ``planner``, if one is configured) the planner, on
-    metrics ports from ``metrics_port`` up; returns the scheduler once every worker has joined."""
+    """The scheduler, the configured workers and the planner (``planner`` None: if the config names one; the
+    environment says which), on metrics ports from ``metrics_port`` up; returns the scheduler once every worker
+    has joined."""
     scheduler = launcher.start_scheduler(metrics_port=metrics_port, extra_env=extra_env)
     for index, worker in enumerate(config.workers):
         launcher.start_worker(worker.id, variants=worker.variants, emulate=worker.emulate, max_batch=worker.max_batch,
                               metrics_port=metrics_port + 1 + index, extra_env=extra_env)
-    if planner and config.planner:
+    if planner is None:
+        planner = config.planner is not None
+    if planner:
         launcher.start_planner(metrics_port=metrics_port + 1 + len(config.workers), extra_env=extra_env)
     launcher.wait_for_workers(scheduler, len(config.workers), timeout_s=120)
     return scheduler

@@ -1,11 +1,12 @@
 """``make demo`` / ``meridian demo``: the four systems' job on one screen.
 
-Starts the local stack (Kafka, Redis, Prometheus), the Proteus planner, the scheduler and a mixed fleet:
-three workers *emulating* ``cpu-1t``, ``cpu-2t`` and ``g4dn-emu`` from measured profiles (this machine has
-no GPU) serve EfficientNet-Lite for ``vision``, a real onnxruntime worker serves ``digits``. One minute
+Starts the local stack (Kafka, Redis, Prometheus), the scheduler and a mixed fleet, as ``infra/serve.yaml``
+says: three workers *emulating* ``cpu-1t``, ``cpu-2t`` and ``g4dn-emu`` from measured profiles (this machine
+has no GPU) serve EfficientNet-Lite for ``vision``, a real onnxruntime worker serves ``digits``. One minute
 of the Azure LLM trace's shape sends both; vision rises past what the fleet serves with its most accurate
-variant and falls again, and the planner re-plans as it moves: the table shows accuracy scaling (which
-variants served in each phase) and what it kept (SLO attainment). Writes ``var/demo/demo.png``.
+variant and falls again, and INFaaS picks each query's variant as it moves: the table shows accuracy
+scaling (which variants served in each phase) and what it kept (SLO attainment). Writes
+``var/demo/demo.png``.
 """
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ from shared.settings import Settings
 from shared.sim.replay import live_outcomes
 from shared.sim.scorecard import accuracies, longest_silence_s
 
-#: what ``infra/serve.yaml`` serves: vision by Proteus (its MILP re-planning every 5 s and on bursts), digits
-#: on its own real worker, first come first served
+#: what ``infra/serve.yaml`` serves: vision by INFaaS (a variant per query), digits on its own real worker, first
+#: come first served
 DEMO_SETTINGS = SERVED.settings_fields()
 
 
@@ -81,8 +82,9 @@ def serve(settings: Settings, catalogue: Catalogue, plan: list[tuple[float, str]
         with LocalLauncher({**stack.env, **settings_env(DEMO_SETTINGS)}, settings.var_dir / "logs") as launcher:
             start_services(launcher, SERVED, metrics_port=settings.scheduler_metrics_port)
             print("fleet: " + ", ".join(f"{w} ({d}, emulated)" for w, d in EMULATED)
-                  + f", {DIGITS_WORKER} (cpu-1t, real onnxruntime); scheduler and Proteus planner up; "
-                  f"logs in {launcher.log_dir}", flush=True)
+                  + f", {DIGITS_WORKER} (cpu-1t, real onnxruntime); scheduler ({served_by()})"
+                  + (f" and {SERVED.planner} planner" if SERVED.planner else "") + f" up; logs in {launcher.log_dir}",
+                  flush=True)
             with MeridianClient(settings, applications=list(APPLICATIONS)) as client:
                 sender = Sender(client, rows, prefix="demo")
                 sender.warm_up()
@@ -99,6 +101,11 @@ def serve(settings: Settings, catalogue: Catalogue, plan: list[tuple[float, str]
                 print(f"{len(shots)} dashboard panels drawn by Prometheus in {shots[0].parent}"
                       + "".join(f"\n  {p.name}: no data or a query error" for p in shots if shows_alert(p)), flush=True)
     return sender.sent, answers, start
+
+
+def served_by() -> str:
+    """Which policy serves which application, as ``infra/serve.yaml`` says."""
+    return ", ".join(f"{app}: {SERVED.application_policies.get(app, SERVED.policy)}" for app in APPLICATIONS)
 
 
 def send(sender: Sender, plan: list[tuple[float, str]], watched: list[ManagedProcess]) -> None:

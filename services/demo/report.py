@@ -117,7 +117,7 @@ def plot(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: 
         axes[0].text((phase.start_s + phase.end_s) / 2, axes[0].get_ylim()[1] * 0.92, phase.name, ha="center")
     axes[3].set_ylim(0.0, fleet_per_hour * 1.5 or 1.0)
     axes[-1].set_xlabel("seconds since the first query")
-    fig.suptitle("make demo: two applications on a mixed fleet, Proteus planning as the load moves")
+    fig.suptitle("make demo: two applications on a mixed fleet, accuracy scaled as the load moves")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -22,7 +22,7 @@ from shared.kairos.margin import QosMargin
 from shared.kairos.matching import PENALTY_FACTOR, XI, cost_matrix_unchecked, heterogeneity_coefficients
 from shared.kairos.predictor import LatencyPredictor
 from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy, PendingQuery, WorkerView
-from shared.policy.deadlines import most_in_time
+from shared.policy.deadlines import most_in_time_per_second
 from shared.profiles.format import ProfileSet
 from shared.profiles.tail import at_quantile
 
@@ -52,10 +52,11 @@ class KairosDispatch(DispatchPolicy):
     coefficients : fixed heterogeneity coefficient per device; by default derived from predictions at
         the largest batch, relative to the fastest device type present.
     learn : feed completions into the predictor.
-    batch_queries : Meridian's extension, off in the paper: a query matched to an idle worker takes along
-        the queries of its application queued behind it that its variant serves, as many as finish the most
-        of the batch within their QoS (xi * T_qos less the wait). One query per dispatch caps a fleet whose
-        per-batch cost is not only compute (a Kafka hop each way) well below its batched capacity.
+    batch_queries : Meridian's extension, off in the paper: a query matched to an idle worker leads a batch of
+        its application's queued queries that its variant serves, the batch size and queries that finish the
+        most within their QoS (xi * T_qos less the wait) per second (`most_in_time_per_second`). One query
+        per dispatch caps a fleet whose per-batch cost is not only compute (a Kafka hop each way) well below
+        its batched capacity.
     """
 
     name = "kairos"
@@ -140,9 +141,7 @@ class KairosDispatch(DispatchPolicy):
         taken = {rows[i].query_id for i, _, _ in pairs}
         assignments = []
         for i, j, variant in pairs:
-            batch = [rows[i]]
-            if self._batch_queries:
-                batch += self._followers(rows[i], workers[j], variant, taken, now_s)
+            batch = self._batch(rows[i], workers[j], variant, taken, now_s) if self._batch_queries else [rows[i]]
             for query in batch:
                 self._by_application.get(query.application, {}).pop(query.query_id, None)
             assignments.append(Assignment(workers[j].worker_id, variant, tuple(q.query_id for q in batch)))
@@ -150,28 +149,23 @@ class KairosDispatch(DispatchPolicy):
             self._remember_predictions(pairs, rows, latency, workers)
         return DispatchDecision(assignments=tuple(assignments))
 
-    def _followers(self, head: PendingQuery, worker: WorkerView, variant: str, taken: set[str],
-                   now_s: float) -> list[PendingQuery]:
-        """The queries behind ``head`` that join its batch (``batch_queries``): of those its variant serves, as
-        many as finish the most of the batch within its QoS (`most_in_time`); marks them taken."""
+    def _batch(self, head: PendingQuery, worker: WorkerView, variant: str, taken: set[str],
+               now_s: float) -> list[PendingQuery]:
+        """The batch ``head`` was matched to lead (``batch_queries``): of it and its application's queued queries
+        that its variant serves, those `most_in_time_per_second` chooses by their QoS (xi * T_qos less the
+        wait); ``head`` alone when none finishes in time. A head left out stays queued for the next match.
+        Marks the batch taken."""
         limit = min(worker.max_batch, self.predictor.max_batch)
-        members, rows = [head], head.batch_size
-        for query in self._by_application.get(head.application, {}).values():
-            if query.query_id in taken or variant not in query.candidate_variants:  # taken: every matched query
-                continue
-            if rows + query.batch_size > limit:
-                break
-            members.append(query)
-            rows += query.batch_size
-
-        def latency_ms(batch_rows: int) -> float:
-            return float(self.predictor.predict(worker.device, variant, np.array([batch_rows]), noisy=False)[0])
-
+        members = [head, *(q for q in self._by_application.get(head.application, {}).values()
+                           if q.query_id not in taken and variant in q.candidate_variants)]  # heads are taken
+        sizes = sorted({1 << k for k in range(limit.bit_length()) if 1 << k <= limit} | {limit})
+        predicted = self.predictor.predict(worker.device, variant, np.array(sizes), noisy=False)
         left_ms = [self.xi * q.budget_ms - (now_s - q.arrival_s) * 1000.0 - worker.busy_remaining_ms for q in members]
-        size, _ = most_in_time([q.batch_size for q in members], left_ms, latency_ms)
-        followers = members[1:size]
-        taken.update(q.query_id for q in followers)
-        return followers
+        chosen = most_in_time_per_second([q.batch_size for q in members], left_ms,
+                                         [(n, float(ms), float(ms)) for n, ms in zip(sizes, predicted)])
+        batch = [members[i] for i in chosen] or [head]
+        taken.update(q.query_id for q in batch)
+        return batch
 
     def _heads(self, queue: Sequence[PendingQuery], per_application: int) -> list[PendingQuery]:
         """The first ``per_application`` queries of each application, oldest head first (the queue's own

@@ -6,6 +6,7 @@ of ids. The same object runs inside the live scheduler/planner and inside ``shar
 """
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -156,8 +157,28 @@ class BatchingPolicy(ABC):
     ) -> int:
         """``queue`` holds only queries that ``variant`` may serve, in arrival order."""
 
+    def batch(
+        self, now_s: float, queue: Sequence[PendingQuery], worker: WorkerView, variant: str
+    ) -> list[PendingQuery]:
+        """The next batch: the oldest queries, up to `batch_rows` rows; none means wait."""
+        return oldest(queue, self.batch_rows(now_s, queue, worker, variant))
+
     def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         """Completion feedback, as for dispatch policies."""
+
+
+def oldest(queue: Sequence[PendingQuery], rows: int) -> list[PendingQuery]:
+    """The first queries of ``queue`` up to ``rows`` rows; the first goes even when it alone exceeds them (a
+    query is indivisible), none when ``rows`` is 0."""
+    if rows <= 0 or not queue:
+        return []
+    chosen, total = [queue[0]], queue[0].batch_size
+    for query in itertools.islice(queue, 1, None):
+        if total + query.batch_size > rows:
+            break
+        chosen.append(query)
+        total += query.batch_size
+    return chosen
 
 
 class PlanStatus(str, Enum):

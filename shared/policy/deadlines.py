@@ -1,15 +1,22 @@
-"""How large a batch to make from a queue whose queries have deadlines: one rule for every policy that
-batches queued queries behind the one it chose (INFaaS, Kairos' ``batch_queries``).
+"""How large a batch to make from a queue whose queries have deadlines.
 
 A batch limited to what its head's deadline allows shrinks to a row at a time once a backlog brings the
 heads near their deadlines, and then never catches up; one as large as the worker takes outlasts every
-deadline in it. The batch that finishes the most of its queries in time does neither.
+deadline in it. Two rules do neither:
+
+- `most_in_time` (INFaaS): the prefix of the queue behind the chosen query that finishes the most of its
+  queries in time;
+- `most_in_time_per_second` (FCFS, Kairos' ``batch_queries``): of the batch sizes, the one that finishes the
+  most queries in time per second of the worker's time, made of the oldest queries it finishes in time. Per
+  second, because a size a device runs slowly per row would otherwise win whenever it holds one more query
+  in time, and the fleet would serve less than arrives; only those in time, because computing a query late
+  makes the ones behind it late too.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-__all__ = ["most_in_time"]
+__all__ = ["most_in_time", "most_in_time_per_second"]
 
 
 def most_in_time(rows: Sequence[int], left_ms: Sequence[float],
@@ -47,3 +54,50 @@ def most_in_time(rows: Sequence[int], left_ms: Sequence[float],
         if in_time > most:
             best, most = size, in_time
     return best, most
+
+
+def most_in_time_per_second(rows: Sequence[int], left_ms: Sequence[float],
+                            sizes: Iterable[tuple[int, float, float]]) -> list[int]:
+    """Which queued queries to batch so that the most of them finish in time per second of the worker's time.
+
+    Parameters
+    ----------
+    rows : each query's rows, oldest first.
+    left_ms : the compute time each has left.
+    sizes : ``(rows, latency_ms, finish_ms)`` per batch size, smallest first: a batch of up to so many rows
+        occupies the worker ``latency_ms`` (what it serves) and is done within ``finish_ms`` (what a deadline
+        can count on; at least ``latency_ms``).
+
+    Returns
+    -------
+    list of int
+        The chosen queries' positions, oldest first: of the sizes, the one with the most queries done within
+        ``finish_ms`` per ``latency_ms`` (the smaller on a tie), filled with the oldest such queries. Empty when
+        no size finishes any query in time.
+
+    Examples
+    --------
+    >>> most_in_time_per_second([1] * 4, [100.0] * 4, [(1, 10.0, 10.0), (2, 12.0, 12.0), (4, 40.0, 40.0)])
+    [0, 1]
+    >>> most_in_time_per_second([1] * 4, [5.0, 100.0, 100.0, 100.0], [(1, 10.0, 10.0), (4, 20.0, 20.0)])
+    [1, 2, 3]
+    >>> most_in_time_per_second([3, 3], [100.0, 100.0], [(1, 1.0, 1.0), (4, 8.0, 8.0), (8, 10.0, 10.0)])
+    [0, 1]
+    """
+    best: list[int] = []
+    best_rate = 0.0
+    for size, latency_ms, finish_ms in sizes:
+        chosen, total, full = [], 0, False
+        for position, (query_rows, left) in enumerate(zip(rows, left_ms)):
+            if left < finish_ms:
+                continue
+            if total + query_rows > size:
+                full = True
+                break
+            chosen.append(position)
+            total += query_rows
+        if len(chosen) / latency_ms > best_rate:
+            best, best_rate = chosen, len(chosen) / latency_ms
+        if not full:
+            break  # every query in time fits already; a larger batch only ends later
+    return best

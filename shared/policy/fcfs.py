@@ -1,7 +1,6 @@
 """First-come-first-served dispatch to the earliest-available idle worker (the foundation's default)."""
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 from shared.policy.base import (
@@ -11,8 +10,11 @@ from shared.policy.base import (
     DispatchPolicy,
     PendingQuery,
     WorkerView,
+    oldest,
 )
+from shared.policy.deadlines import most_in_time_per_second
 from shared.profiles.format import ProfileSet
+from shared.profiles.tail import at_quantile
 
 
 class GreedyBatching(BatchingPolicy):
@@ -27,44 +29,48 @@ class GreedyBatching(BatchingPolicy):
 
 
 class DeadlineBatching(BatchingPolicy):
-    """Work-conserving, sized by deadlines: of the profiled batch sizes, the one that finishes the most of
-    its queries by their compute deadlines (the smaller on a tie). A greedy batch as large as the worker
-    takes can outlast every SLO in it; one sized for the head alone shrinks to a row at a time once a
-    backlog brings the heads near their deadlines, and never catches up."""
+    """Work-conserving, sized and filled by deadlines (`most_in_time_per_second`): of the profiled batch sizes,
+    the one that finishes the most queries in time per second of the worker's time, filled with the oldest
+    queries it finishes in time; when none, the head alone.
+
+    The rate is the profiles' (their median: what the worker serves); whether a query finishes in time is
+    judged at ``latency_quantile`` of the measured samples (what a deadline can count on,
+    `shared.profiles.tail`). Queries left out stay queued for a faster worker or the core's drop.
+    """
 
     name = "deadline"
 
-    def __init__(self, profiles: ProfileSet) -> None:
+    def __init__(self, profiles: ProfileSet, *, latency_quantile: float = 0.95) -> None:
         self._profiles = profiles
+        self._tail = at_quantile(profiles, latency_quantile)
 
     def batch_rows(
         self, now_s: float, queue: Sequence[PendingQuery], worker: WorkerView, variant: str
     ) -> int:
-        profile = self._profiles.find(variant, worker.device)
-        if profile is None or not queue:
-            return worker.max_batch
+        return sum(query.batch_size for query in self.batch(now_s, queue, worker, variant))
+
+    def batch(
+        self, now_s: float, queue: Sequence[PendingQuery], worker: WorkerView, variant: str
+    ) -> list[PendingQuery]:
+        profile, tail = self._profiles.find(variant, worker.device), self._tail.find(variant, worker.device)
+        if profile is None or tail is None or not queue:
+            return oldest(queue, worker.max_batch)
         start = max(now_s, worker.available_at_s)
-        deadlines = [q.deadline_s for q in itertools.islice(queue, min(worker.max_batch, profile.max_batch))]
-        best, most = 1, -1
-        for rows, latency_ms in profile.batch_latency_ms.items():
-            if rows > worker.max_batch:
-                break
-            end = start + latency_ms / 1000.0
-            in_time = sum(deadline >= end for deadline in deadlines[:rows])
-            if in_time > most:
-                best, most = rows, in_time
-            if rows >= len(deadlines):
-                break
-        return best
+        sizes = [(rows, ms, tail.batch_latency_ms[rows]) for rows, ms in profile.batch_latency_ms.items()
+                 if rows <= worker.max_batch]
+        chosen = most_in_time_per_second([q.batch_size for q in queue],
+                                         [(q.deadline_s - start) * 1000.0 for q in queue], sizes)
+        return [queue[i] for i in chosen] or [queue[0]]
 
 
 class FcfsDispatch(DispatchPolicy):
     """The queue head goes to the idle worker that has been free longest and can serve it.
 
-    Queries the head's variant can also serve follow it into the same batch, in arrival order, up to
-    the rows the batching policy allows (with profiles, by default, the size that finishes the most of
-    them by their compute deadlines; without, as many as the worker takes). A query no worker can serve
-    now waits; one that no *idle* worker could serve does not block those behind it.
+    Queries the head's variant can also serve follow it into the same batch, in arrival order, as the
+    batching policy chooses them: with profiles, by default, the size that finishes the most of them by
+    their compute deadlines per second, leaving out those it would finish late (`DeadlineBatching`);
+    without, as many as the worker takes. A query no worker can serve now waits; one that no *idle* worker
+    could serve does not block those behind it.
     """
 
     name = "fcfs"
@@ -101,15 +107,8 @@ class FcfsDispatch(DispatchPolicy):
             if variant is None:
                 continue
             servable = [q for q in queue if q.query_id not in taken and variant in q.candidate_variants]
-            limit = self._batching.batch_rows(now_s, servable, worker, variant)
-            if limit <= 0:
+            batch = self._batching.batch(now_s, servable, worker, variant)
+            if not batch:
                 return None
-            # a query is indivisible: the first one goes even when it alone exceeds the limit
-            chosen, rows = [servable[0].query_id], servable[0].batch_size
-            for query in servable[1:]:
-                if rows + query.batch_size > limit:
-                    break
-                chosen.append(query.query_id)
-                rows += query.batch_size
-            return Assignment(worker_id=worker.worker_id, variant=variant, query_ids=tuple(chosen))
+            return Assignment(worker_id=worker.worker_id, variant=variant, query_ids=tuple(q.query_id for q in batch))
         return None

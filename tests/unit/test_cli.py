@@ -78,7 +78,7 @@ def test_make_demo_serves_the_readmes_serve_config() -> None:
 def test_the_example_serve_config_is_valid_and_names_real_variants() -> None:
     config = ServeConfig.load(REPO_ROOT / "infra/serve.yaml")
     settings = Settings(**config.settings_fields())
-    assert settings.scheduler_policy == "proteus" and settings.planner == "proteus"
+    assert settings.scheduler_policy == "infaas" and config.planner is None
     catalogue = Catalogue.from_settings(settings)
     known = {v for families in config.applications.values() for f in families for v in catalogue.variants_of(f)}
     assert {v for w in config.workers for v in w.variants} <= known

@@ -149,10 +149,20 @@ def test_a_burst_of_one_application_does_not_starve_another_on_its_own_worker():
 
 
 @pytest.mark.parametrize("batch_queries, expected", [(False, ("0",)), (True, ("0", "1", "2", "3", "4"))])
-def test_batch_queries_takes_the_queries_behind_the_matched_one_that_finish_within_their_qos(batch_queries, expected):
+def test_batch_queries_batches_the_queued_queries_that_finish_within_their_qos(batch_queries, expected):
     policy = KairosDispatch(PROFILES, batch_queries=batch_queries)
     queue = [query(i, 10) for i in range(5)]
     for q in queue:
         policy.on_query_added(q)
     decision = policy.decide(0.0, queue, [worker("g", "gpu")])
     assert [a.query_ids for a in decision.assignments] == [expected]
+
+
+
+def test_batch_queries_leaves_a_query_it_would_finish_late_queued():
+    policy = KairosDispatch(PROFILES, batch_queries=True)
+    queue = [query(0, 10, arrival=-0.095)] + [query(i, 10) for i in range(1, 5)]  # "0" has 3 ms of its QoS left
+    for q in queue:
+        policy.on_query_added(q)
+    decision = policy.decide(0.0, queue, [worker("g", "gpu")])
+    assert [a.query_ids for a in decision.assignments] == [("1", "2", "3", "4")]
