@@ -158,7 +158,6 @@ def test_batch_queries_batches_the_queued_queries_that_finish_within_their_qos(b
     assert [a.query_ids for a in decision.assignments] == [expected]
 
 
-
 def test_batch_queries_leaves_a_query_it_would_finish_late_queued():
     policy = KairosDispatch(PROFILES, batch_queries=True)
     queue = [query(0, 10, arrival=-0.095)] + [query(i, 10) for i in range(1, 5)]  # "0" has 3 ms of its QoS left
