@@ -38,10 +38,10 @@ from bench.fidelity import (BIN_S, PORTS, RAMSIS_SET, STRETCH_S, VARIANTS, compa
                             live_run, run_settings)
 from schemas import Query
 from services.demo.workload import APPLICATIONS, SERVED, SLO_MS, schedule, top_capacity_qps
-from services.demo.report import reason_kind
 from services.replay.comparison import SIM_DRAWS, judge_draws, simulate_draws
 from services.stack import LocalStack
 from shared.catalogue import Catalogue
+from shared.serving.wording import reason_kind
 from shared.settings import REPO_ROOT, Settings
 from shared.sim.engine import SimResult
 from shared.sim.replay import sim_outcomes

@@ -1,6 +1,6 @@
 """``meridian``: one command for what a user does with Meridian.
 
-    meridian demo                      two applications on a mixed fleet, planned by Proteus (make demo)
+    meridian demo                      two applications on a mixed fleet, accuracy scaled per query (make demo)
     meridian stack up|down|status|reset
     meridian serve --config FILE       stack + scheduler + workers + planner from one YAML file
     meridian submit FILE --application A --slo-ms N

@@ -1,14 +1,18 @@
 """``meridian submit``: send queries from a file and print (or write) their results as JSON lines.
 
 Inputs: an ``.npz`` (array ``x``, or its only array; each row along the first axis is one query) or JSON
-lines (each a list of one query's rows, or an object with ``inputs`` and any `Query` field).
+lines (each a list of one query's rows, or an object with ``inputs`` and any `Query` field). Exits 0 when
+every query was answered ok, 1 when any was not (the summary counts each status and its commonest
+reasons), 2 for input it cannot use.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +20,11 @@ import numpy as np
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from schemas import Query
+from schemas import Query, Result
 from services.cli.common import CommandError, summary
 from shared.adapters.client import MeridianClient
 from shared.adapters.dead_letter import describe_validation_error
+from shared.serving.wording import reason_kind
 from shared.settings import Settings
 from shared.tensors import encode
 
@@ -49,19 +54,45 @@ def run(args: argparse.Namespace) -> int:
         ids = [q.query_id for q in queries]
         complete = client.wait_for(ids, timeout_s=args.timeout)
         results = [client.results[i][0] for i in ids if i in client.results]
-    out = args.out.open("w") if args.out else sys.stdout
-    try:
-        for result in results:
-            out.write(result.model_dump_json(exclude_none=True) + "\n")
-    finally:
-        if args.out:
-            out.close()
-    ok = sum(r.status.value == "ok" for r in results)
-    print(f"{len(queries)} sent to {settings.kafka_bootstrap}, {len(results)} answered ({ok} ok)"
+    write_results(results, args.out)
+    print(f"{len(queries)} sent to {settings.kafka_bootstrap}, {answered(results)}"
           + (f", results in {args.out}" if args.out else ""), file=sys.stderr)
     if not complete:
         raise CommandError(f"{len(queries) - len(results)} queries unanswered after {args.timeout:g} s", code=1)
-    return 0
+    return 0 if all(r.status.value == "ok" for r in results) else 1
+
+
+def write_results(results: list[Result], path: Path | None) -> None:
+    """One JSON line per result, to ``path`` or stdout. A reader that stops early (``| head``) ends the output,
+    not the command: the summary and the exit code still follow."""
+    if path is not None:
+        with path.open("w") as out:
+            out.writelines(r.model_dump_json(exclude_none=True) + "\n" for r in results)
+        return
+    try:
+        sys.stdout.writelines(r.model_dump_json(exclude_none=True) + "\n" for r in results)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+
+
+def answered(results: list[Result]) -> str:
+    """How many were answered, of each status, and the commonest reasons of those not ok.
+
+    Examples
+    --------
+    >>> from schemas import ResultStatus
+    >>> print(answered([Result(query_id="a", status=ResultStatus.OK), Result(query_id="b",
+    ...     status=ResultStatus.DROPPED, reason="would miss its deadline by 3 ms: sent 98 ms ago")]))
+    2 answered: 1 ok, 1 dropped; not ok: 1 would miss its deadline by n ms
+    """
+    statuses = Counter(r.status.value for r in results)
+    reasons = Counter(reason_kind(r.reason) for r in results if r.status.value != "ok" and r.reason)
+    counts = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
+    line = f"{len(results)} answered" + (f": {counts}" if counts else "")
+    if reasons:
+        line += "; not ok: " + "; ".join(f"{n} {kind}" for kind, n in reasons.most_common(3))
+    return line
 
 
 def read_queries(args: argparse.Namespace) -> Iterator[Query]:

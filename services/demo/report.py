@@ -5,7 +5,6 @@ share (`shared.sim.scorecard`), plus the variants that answered, so accuracy sca
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from shared.serving.wording import reason_kind
 from shared.sim.scorecard import Outcomes, over_time, score
 
 #: seconds per point of the figure
@@ -66,11 +66,6 @@ def format_rows(rows: Sequence[Mapping[str, object]]) -> str:
         lines.append(f"{r['application']:<12}{r['phase']:<7}{r['qps']:>7}{r['slo_attainment']:>9.1%}{accuracy:>10}"
                      f"{_ms(r['p50_ms']):>9}{_ms(r['p99_ms']):>9}{r['fleet_per_hour']:>7.2f}  {variants}")
     return "\n".join(lines)
-
-
-def reason_kind(reason: str) -> str:
-    """What kind of reason it is: its first clause, numbers as ``n``."""
-    return re.sub(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b", "n", reason.split("; ")[0].split(": sent")[0])
 
 
 def unanswered(queries: Sequence, answers: Mapping[str, tuple]) -> dict[str, Counter]:

@@ -37,6 +37,9 @@ def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_e
         assert main(["submit", str(tmp_path / "q.npz"), "--application", "digits", "--slo-ms", "5000"]) == 0
         answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [a["worker_id"] for a in answers] == ["serve-w1"] * 5
+        np.savez(tmp_path / "wrong-shape.npz", x=np.zeros((2, 3, 3), dtype=np.float32))
+        assert main(["submit", str(tmp_path / "wrong-shape.npz"), "--application", "digits", "--slo-ms", "5000"]) == 1
+        assert "2 answered: 2 rejected; not ok: 2 " in capsys.readouterr().err
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
         assert "stopped everything it started" in process.stdout.read()

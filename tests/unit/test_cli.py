@@ -3,6 +3,8 @@ for every input it cannot use (before it touches a broker)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -56,6 +58,17 @@ def test_submit_refuses_what_it_cannot_read(tmp_path, capsys) -> None:
     assert code == 2 and "line 1" in err and "slo_ms" in err
     code, err = submit(tmp_path, "empty.jsonl", "\n", capsys)
     assert code == 2 and "holds no query" in err
+
+
+def test_submit_writes_to_a_reader_that_stopped_without_a_traceback(monkeypatch) -> None:
+    from schemas import Result, ResultStatus
+    from services.cli.submit import write_results
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `meridian submit ... | head -1` once head has its line
+    with os.fdopen(write_end, "w") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        write_results([Result(query_id=str(i), status=ResultStatus.OK) for i in range(3)], None)
 
 
 def test_submit_needs_an_array_it_can_tell_apart(tmp_path, capsys) -> None:
