@@ -6,7 +6,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: install models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
-        bench-autoscale bench-faults bench-sim-core bench-fidelity bench-serving bench-scale clean
+        bench-autoscale bench-cost bench-faults bench-sim-core bench-fidelity bench-serving bench-scale clean
 
 $(STAMP): pyproject.toml infra/install.sh
 	bash infra/install.sh
@@ -76,6 +76,9 @@ bench-proteus: install
 
 bench-ramsis: install
 	$(PYTHON) -m bench.ramsis
+
+bench-cost: $(VAR)/models/.built
+	$(PYTHON) -m bench.cost
 
 bench-autoscale: install
 	$(PYTHON) -m bench.autoscale

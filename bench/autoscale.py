@@ -69,6 +69,7 @@ from shared.autoscale import (
     milp_problem,
     pin,
     provision_for_peak,
+    whole_machine,
 )
 from shared.autoscale.fluid import settle
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
@@ -96,26 +97,22 @@ FIGURE = RESULTS_DIR / "autoscale.png"
 SYSTEM_STYLE = {"infaas": ("INFaaS", "#d62728"), "sm_plus": ("SM+", "#1f77b4"), "clipper_plus": ("Clipper+", "#7f7f7f")}
 
 
-def whole_machine(profile: VariantProfile, worker: WorkerType) -> dict[str, float]:
-    """An instance is the machine's worker process: all of its compute (vCPUs or the GPU)."""
-    return {worker.compute: float(worker.capacity[worker.compute])}
-
-
 def prices(data_dir: Path) -> dict[str, float]:
     lines = (data_dir / "price.csv").read_text().split()[1:]
     return {name: float(price) for name, price in (line.split(",") for line in lines)}
 
 
-def gpu_ratio(data_dir: Path) -> dict[int, float]:
-    """Per image batch b: median over the Kairos models of g4dn.xlarge / c5n.2xlarge latency at 10 b rows."""
+def kairos_latency_ratio(data_dir: Path, device: str = GPU) -> dict[int, float]:
+    """Per image batch b: median over the Kairos models of `device` / c5n.2xlarge latency at 10 b rows."""
     table = json.loads((data_dir / "latency_mean.json").read_text())["latency_ms"]
-    return {b: float(np.median([t["g4dn.xlarge"][str(10 * b)] / t["c5n.2xlarge"][str(10 * b)]
+    return {b: float(np.median([t[device][str(10 * b)] / t["c5n.2xlarge"][str(10 * b)]
                                 for t in table.values()])) for b in (1, 2, 4, 8, 16, 32, 64)}
 
 
-def catalogue(data_dir: Path) -> tuple[Catalogue, dict]:
-    """`data_dir`: the Kairos artifact (prices, g4dn/c5n latency ratios)."""
-    measured, price, ratio = ProfileSet.load(PROFILES), prices(data_dir), gpu_ratio(data_dir)
+def profiles(data_dir: Path, *, startup_s: float | None = None) -> ProfileSet:
+    """EfficientNet-Lite0/1/2 on c5a.2xlarge (measured) and g4dn.xlarge (emulated), at the Kairos artifact's
+    prices (`data_dir`: the artifact, for prices and g4dn/c5n latency ratios)."""
+    measured, price, ratio = ProfileSet.load(PROFILES), prices(data_dir), kairos_latency_ratio(data_dir)
     variants = []
     for p in measured.variants:
         variants.append(p.model_copy(update={"device": CPU, "latency_samples_ms": None}))
@@ -124,14 +121,20 @@ def catalogue(data_dir: Path) -> tuple[Catalogue, dict]:
             batch_latency_ms={b: ms / 8.0 * ratio[b] for b, ms in p.batch_latency_ms.items()},
             load_latency_ms=p.load_latency_ms, peak_memory_mb=p.peak_memory_mb, max_batch=p.max_batch,
             measured=False))
-    devices = [DeviceType(name=CPU, kind="cpu", price_per_hour=price[CPU]),
-               DeviceType(name=GPU, kind="gpu", price_per_hour=price[GPU])]
-    profiles = ProfileSet(source="bench.autoscale", devices=devices, slo_ms=measured.slo_ms, variants=variants)
+    devices = [DeviceType(name=CPU, kind="cpu", price_per_hour=price[CPU], startup_s=startup_s),
+               DeviceType(name=GPU, kind="gpu", price_per_hour=price[GPU], startup_s=startup_s)]
+    return ProfileSet(source=f"{PROFILES.relative_to(REPO)} on {CPU} (measured) and {GPU} (emulated)",
+                      devices=devices, slo_ms=measured.slo_ms, variants=variants)
+
+
+def catalogue(data_dir: Path) -> tuple[Catalogue, dict]:
+    """`data_dir`: the Kairos artifact (prices, g4dn/c5n latency ratios)."""
+    measured, price, ratio = ProfileSet.load(PROFILES), prices(data_dir), kairos_latency_ratio(data_dir)
     workers = [WorkerType(CPU, "cpu", price[CPU], {"vcpu": 8, "memory_mb": 16384}, STARTUP_S),
                WorkerType(GPU, "gpu", price[GPU], {"vcpu": 4, "memory_mb": 16384, "gpu": 1}, STARTUP_S)]
     apps = [Application("classify", "efficientnet-lite", 100.0, 0.75),
             Application("classify-hq", "efficientnet-lite", 200.0, 0.775)]
-    cat = Catalogue.from_profiles(profiles, workers, apps, needs=whole_machine)
+    cat = Catalogue.from_profiles(profiles(data_dir), workers, apps, needs=whole_machine)
     setup = {
         "workers": {w.name: {"kind": w.kind, "price_per_hour": w.price_per_hour, "capacity": dict(w.capacity),
                              "startup_s": w.startup_s} for w in workers},

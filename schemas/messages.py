@@ -150,6 +150,9 @@ class Result(_Message):
     reason: str | None = Field(default=None, max_length=2000)
     #: what the system changed about the request, e.g. the closest variant served when none met the goals
     note: str | None = Field(default=None, max_length=2000)
+    #: this answer's share of the bill: its rows' share of the batch's compute time at the worker's price
+    #: (summed per application, the cost of what it was served; idle time is in no answer's share)
+    cost_dollars: float | None = Field(default=None, ge=0.0)
     #: top-1 class per row, for classifiers
     predictions: list[int] | None = None
     outputs: TensorPayload | None = None

@@ -61,6 +61,8 @@ PLANNER_SOLVE = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
 PLANS = Counter("meridian_plans_total", "Plans published, by status.", ["service", "status"])
 FLEET_COST = Gauge("meridian_fleet_cost_dollars_per_hour", "Cost of the planned fleet.", ["application"])
+ANSWER_COST = Counter("meridian_answer_cost_dollars_total", "The answers' shares of the bill (each answer's rows' "
+                      "share of its batch's compute at its worker's price), by application.", ["application"])
 FLEET_WORKERS = Gauge("meridian_fleet_workers", "Workers the fleet service runs, by device.", ["device", "emulated"])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.policy.registry import dispatch_names
@@ -24,6 +24,13 @@ class KafkaSecurity(BaseSettings):
     sasl_username: str | None = None
     sasl_password: str | None = None
     ssl_cafile: str | None = None
+
+
+class InitialMachine(BaseModel):
+    """A machine the autoscaler starts before its first poll, with the variants it loads."""
+
+    device: str
+    variants: list[str] = Field(default_factory=list)
 
 
 class Settings(BaseSettings):
@@ -107,10 +114,12 @@ class Settings(BaseSettings):
     #: the autoscaler service's policy (live: ``infaas``; the baselines ``sm_plus`` and ``clipper_plus``
     #: run in the simulator)
     autoscaler_policy: str = "infaas"
-    #: vCPUs of one machine the autoscaler starts (an instance reserves one; a worker process runs one batch
-    #: at a time, so 1 = one instance per worker)
-    autoscaler_worker_vcpus: int = Field(default=1, ge=1)
-    #: seconds from asking for a machine until it can serve (a local worker process starts in a few)
+    #: machines the autoscaler starts before its first poll, JSON ``[{"device": ..., "variants": [...]}]``
+    #: (e.g. sized for the expected load, as the simulator's runs start; default none: the first load's
+    #: queries wait for the machines it asks for)
+    autoscaler_initial_fleet: list[InitialMachine] = Field(default_factory=list)
+    #: seconds from asking for a machine until it can serve, for device types whose profile does not say (a
+    #: local worker process starts in a few)
     autoscaler_worker_startup_s: float = Field(default=5.0, ge=0.0)
     # The INFaaS monitor (``shared.infaas.monitor.MonitorConfig``), one for the registry, the autoscaler
     # and the simulator.
@@ -119,6 +128,9 @@ class Settings(BaseSettings):
     #: share of the SLO one batch may take; an instance's peak rate uses batches within it [spec silent;
     #: 0.5 as the autoscaler and simulator used]
     infaas_latency_budget: float = Field(default=0.5, gt=0.0, le=1.0)
+    #: the Model-Autoscaler's minimum headroom: it adds capacity when a worker's would fall below it [paper §5:
+    #: 1.05, explored 1.01-1.1]; more headroom meets a rising load sooner, at a higher bill (make bench-cost)
+    infaas_slack_threshold: float = Field(default=1.05, ge=1.0, le=2.0)
     #: observed / profiled latency above which a not-overloaded instance is Interfered [spec §12.7: 1.5]
     infaas_interfered_ratio: float = Field(default=1.5, ge=1.0)
     #: ... and below which an Interfered one is Active again [spec §12.7: 1.25]

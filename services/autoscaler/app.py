@@ -31,9 +31,11 @@ from shared.autoscale import (
     AutoscaleState,
     Catalogue,
     GreedyConfig,
+    InstanceSpec,
     ScaleActions,
-    WorkerType,
+    StartWorker,
     make_autoscaler,
+    serving_catalogue,
 )
 from shared.autoscale.loop import AutoscaleLoop
 from shared.catalogue import Catalogue as ServingCatalogue
@@ -47,16 +49,33 @@ logger = logging.getLogger(__name__)
 
 
 def autoscale_catalogue(settings: Settings) -> Catalogue:
-    """Every profiled device as a machine type of ``autoscaler_worker_vcpus`` vCPUs (an instance reserves
-    one; on a GPU machine, the GPU), and every configured application with its family's default SLO."""
+    """The simulator's catalogue (`serving_catalogue`) of the profiled devices, serving every configured
+    application with its SLO."""
     serving = ServingCatalogue.from_settings(settings)
-    profiles = serving.profiles
-    vcpus = settings.autoscaler_worker_vcpus
-    workers = [WorkerType(d.name, d.kind, d.price_per_hour, {"vcpu": vcpus} if d.kind == "cpu" else {"vcpu": vcpus, "gpu": 1},
-                          settings.autoscaler_worker_startup_s) for d in profiles.devices]
-    applications = [Application(app, family, profiles.slo_ms.get(family, 1000.0))
+    default_slo = serving.profiles.slo_ms
+    applications = [Application(app, family, settings.application_slo_ms.get(app, default_slo.get(family, 1000.0)))
                     for app, families in settings.applications.items() for family in families[:1]]
-    return Catalogue.from_profiles(profiles, workers, applications)
+    return serving_catalogue(serving.profiles, applications, startup_s=settings.autoscaler_worker_startup_s)
+
+
+def initial_fleet(settings: Settings, catalogue: Catalogue) -> tuple[StartWorker, ...]:
+    """``autoscaler_initial_fleet`` as start actions, each variant serving the first application it may serve."""
+    fleet = []
+    for k, machine in enumerate(settings.autoscaler_initial_fleet):
+        if machine.device not in catalogue.worker_type:
+            raise SystemExit(f"autoscaler: autoscaler_initial_fleet: device {machine.device!r} has no profile; "
+                             f"known: {', '.join(sorted(catalogue.worker_type))}")
+        instances = []
+        for variant in machine.variants:
+            application = next((a.name for a in catalogue.applications
+                                if (variant, machine.device) in {o.key for o in catalogue.eligible(
+                                    a.name, settings.infaas_latency_budget)}), None)
+            if application is None:
+                raise SystemExit(f"autoscaler: autoscaler_initial_fleet: no application may use {variant!r} on "
+                                 f"{machine.device!r} within its SLO")
+            instances.append(InstanceSpec(variant, application))
+        fleet.append(StartWorker(f"init-{machine.device}-{k}", machine.device, tuple(instances), "initial fleet"))
+    return tuple(fleet)
 
 
 class Autoscaler:
@@ -117,9 +136,8 @@ def main() -> None:
     if settings.autoscaler_policy != "infaas":
         raise SystemExit(f"autoscaler: {settings.autoscaler_policy!r} runs in the simulator only (its fleet is "
                          "pinned or static there); the service runs 'infaas'")
-    # the policy sizes instances with the same share of the SLO as the monitor judges them by
     policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings),
-                             model=GreedyConfig(latency_budget=settings.infaas_latency_budget))
+                             model=GreedyConfig.from_settings(settings))
     loop = AutoscaleLoop(policy, config=MonitorConfig.from_settings(settings), timer=time.perf_counter)
     load_stats = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.autoscaler",
                                auto_offset_reset="latest")
@@ -132,6 +150,8 @@ def main() -> None:
     with LocalLauncher(dict(os.environ), settings.var_dir / "logs" / "autoscaler") as launcher:
         workers = LocalWorkerLauncher(launcher, settings, metrics_port_base=settings.autoscaler_worker_port_base)
         autoscaler = Autoscaler(loop, workers, producer)
+        now = time.time()
+        autoscaler.apply(loop.begin(initial_fleet(settings, policy.catalogue), now), AutoscaleState(now))
         next_poll = time.time()
         try:
             while not stop.is_set():

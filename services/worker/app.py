@@ -95,6 +95,7 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
     compute_s = finished - started
     ctx.busy_s += compute_s
     metrics.WORKER_BUSY.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label).inc(compute_s)
+    dollars_per_row = ctx.price_per_hour * compute_s / 3600.0 / max(rows, 1)
     offset = 0
     for query in queries:
         predictions = None
@@ -106,7 +107,7 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
             status=ResultStatus.ERROR if error else ResultStatus.OK, reason=error, note=query.note,
             variant=batch.variant, worker_id=ctx.worker_id, device=ctx.executor.device,
             emulated=ctx.executor.emulated, batch_id=batch.batch_id, predictions=predictions,
-            timestamps=query.timestamps.model_copy(update=dict(
+            cost_dollars=dollars_per_row * query.batch_size, timestamps=query.timestamps.model_copy(update=dict(
                 worker_received=received_at, compute_started=started, compute_finished=finished,
                 result_sent=time.time())))
         publish_result(ctx, query, result, compute_s)
@@ -128,6 +129,8 @@ def observe_result(result: Result, slo_ms: float, compute_s: float | None) -> No
     app, stamps = result.application or "unknown", result.timestamps
     reason = "none" if result.reason is None else ("deadline" if result.status is ResultStatus.DROPPED else "execution")
     metrics.RESULTS.labels(app, result.status.value, reason).inc()
+    if result.cost_dollars:
+        metrics.ANSWER_COST.labels(app).inc(result.cost_dollars)
     if compute_s is not None:
         metrics.HOP_LATENCY.labels(app, "compute").observe(compute_s)
     if stamps.dispatched is not None and stamps.worker_received is not None:
@@ -232,12 +235,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="most rows per batch (default: the largest profiled batch of the device, else 64)")
     parser.add_argument("--metrics-port", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ready-at", type=float, default=None, metavar="UNIX_S",
+                        help="load nothing and say nothing before then (an emulated machine's boot)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     settings = Settings()
+    if args.ready_at is not None:
+        time.sleep(max(0.0, args.ready_at - time.time()))
     ctx, consumer = bootstrap(args, settings)
     metrics.serve_metrics(args.metrics_port or settings.worker_metrics_port, settings.bind_host)
     metrics.WORKER_INFO.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label).set(1)

@@ -28,6 +28,8 @@ from shared.autoscale.catalogue import (
     VariantOption,
     WorkerType,
     default_needs,
+    serving_catalogue,
+    whole_machine,
 )
 from shared.autoscale.cost import (
     CostReport,
@@ -98,5 +100,7 @@ __all__ = [
     "period_cost",
     "pin",
     "provision_for_peak",
+    "serving_catalogue",
     "to_fleet_plan",
+    "whole_machine",
 ]

@@ -19,7 +19,8 @@ from functools import cached_property
 from shared.infaas.records import Key, VariantRecord
 from shared.profiles.format import ProfileSet, VariantProfile
 
-__all__ = ["Application", "Catalogue", "VariantOption", "WorkerType", "default_needs"]
+__all__ = ["Application", "Catalogue", "VariantOption", "WorkerType", "default_needs", "serving_catalogue",
+           "whole_machine"]
 
 #: the resource that measures a worker's compute utilization, per device kind
 COMPUTE_RESOURCE = {"cpu": "vcpu", "gpu": "gpu"}
@@ -134,6 +135,33 @@ def default_needs(profile: VariantProfile, worker: WorkerType) -> dict[str, floa
     if profile.peak_memory_mb and "memory_mb" in worker.capacity:
         needs["memory_mb"] = float(profile.peak_memory_mb)
     return needs
+
+
+def whole_machine(profile: VariantProfile, worker: WorkerType) -> dict[str, float]:
+    """An instance is the machine's worker process, which runs one batch at a time: all of its compute.
+
+    Several one-vCPU instances on one serial process would promise capacity the process cannot give, and
+    the autoscaler would chase it with loads and unloads (the churn ``make bench-autoscale`` measured)."""
+    return {worker.compute: float(worker.capacity[worker.compute])}
+
+
+def serving_catalogue(profiles: ProfileSet, applications: Iterable[Application], *,
+                      startup_s: float = 0.0) -> Catalogue:
+    """What the autoscaler service runs and ``make bench-cost`` simulates: every profiled device type as a
+    machine whose one worker process is one instance (`whole_machine`), booting in its profile's
+    ``startup_s`` (`startup_s` where the profile does not say).
+
+    >>> from shared.profiles.format import DeviceType
+    >>> vm = DeviceType(name="cpu-vm", kind="cpu", price_per_hour=0.3, startup_s=10.0)
+    >>> lite = VariantProfile(variant="m", family="f", device="cpu-vm", batch_latency_ms={1: 10.0}, max_batch=1)
+    >>> profiles = ProfileSet(source="doc", devices=[vm], variants=[lite])
+    >>> cat = serving_catalogue(profiles, [Application("app", "f", 100.0)])
+    >>> cat.worker_types[0].startup_s, cat.options[0].cost_per_hour
+    (10.0, 0.3)
+    """
+    workers = [WorkerType(d.name, d.kind, d.price_per_hour, {"vcpu": 1.0} if d.kind == "cpu" else {"gpu": 1.0},
+                          startup_s if d.startup_s is None else d.startup_s) for d in profiles.devices]
+    return Catalogue.from_profiles(profiles, workers, applications, needs=whole_machine)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from shared.autoscale.catalogue import Catalogue, VariantOption
 from shared.autoscale.ledger import FleetLedger, GroupKey, Request
@@ -52,6 +53,9 @@ from shared.autoscale.state import (
 )
 from shared.infaas.records import Key
 from shared.infaas.state import InstanceState
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
 
 __all__ = ["GreedyConfig", "GreedyDecision", "GreedyModelAutoscaler"]
 
@@ -94,6 +98,11 @@ class GreedyConfig:
         if any(n < 0 for n in self.scale_down_checks.values()):
             raise ValueError(f"`scale_down_checks` must be >= 0, got {dict(self.scale_down_checks)}")
         object.__setattr__(self, "scale_down_checks", MappingProxyType(dict(self.scale_down_checks)))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GreedyConfig:
+        """The live settings' headroom and batch share of the SLO (the monitor judges instances by the same)."""
+        return cls(slack_threshold=settings.infaas_slack_threshold, latency_budget=settings.infaas_latency_budget)
 
     def scale_down_wait_s(self, load_s: float, kind: str) -> float:
         """How long a scale-down must hold: ``T_v`` and the kind's checks, whichever is longer."""

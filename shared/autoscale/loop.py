@@ -8,13 +8,13 @@ the policy, count what was asked for so the next poll does not ask again.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from schemas import LoadStatistics
 from shared.autoscale.autoscaler import BaseAutoscaler
 from shared.autoscale.cost import to_fleet_plan
-from shared.autoscale.state import AutoscaleState, ScaleActions
+from shared.autoscale.state import AutoscaleState, ScaleActions, StartWorker
 from shared.autoscale.tracker import FleetTracker
 from shared.infaas.monitor import MonitorConfig
 from shared.policy.base import FleetPlan
@@ -54,6 +54,13 @@ class AutoscaleLoop:
         self.policy = policy
         self.tracker = FleetTracker(policy.catalogue, config=config, silent_after_s=silent_after_s)
         self._timer = timer
+
+    def begin(self, initial_fleet: Sequence[StartWorker], now_s: float) -> ScaleActions:
+        """The machines to start before the first poll (already up at ``now_s`` in the simulator): the
+        tracker expects them, so the first polls do not ask for them again."""
+        actions = ScaleActions(start=tuple(initial_fleet))
+        self.tracker.expect(actions, now_s)
+        return actions
 
     def on_worker_event(self, event: object, now_s: float) -> None:
         self.tracker.on_worker_event(event, now_s)

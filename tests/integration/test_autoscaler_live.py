@@ -1,18 +1,20 @@
 """The autoscaler service on the real stack: from no worker at all it starts one when queries arrive,
-adds capacity when the load outgrows it, and gives it back when the load is gone.
+starts another while the load rises and before the rise's queries miss, and gives it back when the load
+is gone, losing no query.
 
-Workers emulate cpu-1t EfficientNet-Lite from its measured profile (about 100 images/s per instance),
-so one client can outgrow an instance."""
+Workers emulate cpu-1t EfficientNet-Lite from its measured profile (one machine serves about 100 images/s
+within the SLO's half), so the rise outgrows one machine.
+"""
 from __future__ import annotations
 
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from schemas import Query, ResultStatus
+from schemas import Query, Result, ResultStatus
 from services.launcher import LocalLauncher, metrics_text, read_metric, wait_until
 from shared.adapters.client import MeridianClient
 from shared.adapters.kafka_io import make_admin
@@ -22,7 +24,12 @@ pytestmark = pytest.mark.integration
 SCHEDULER_PORT, AUTOSCALER_PORT = 19741, 19742
 ENV = {"MERIDIAN_APPLICATIONS": '{"vision": ["efficientnet-lite"]}', "MERIDIAN_LOCAL_DEVICE": "none",
        "MERIDIAN_AUTOSCALER_METRICS_PORT": str(AUTOSCALER_PORT), "MERIDIAN_AUTOSCALER_WORKER_PORT_BASE": "19750",
-       "MERIDIAN_LOAD_STATS_INTERVAL_S": "1.0"}
+       "MERIDIAN_LOAD_STATS_INTERVAL_S": "1.0", "MERIDIAN_INFAAS_SLACK_THRESHOLD": "1.3"}
+SLO_MS = 500.0
+#: the rise: 20 to 180 queries/s over 90 s, then held. One machine serves about 100; with the paper's 5% of
+#: headroom (slack 1.05) the replica comes ~3 s before that machine is full and 0.7% of the rise missed here,
+#: so the autoscaler keeps 30%
+RISE_S, PEAK_QPS, HOLD_S = 90.0, 180.0, 10.0
 
 
 def actions(kind: str) -> float:
@@ -31,23 +38,35 @@ def actions(kind: str) -> float:
                if line.startswith("meridian_scaling_actions_total{") and f'action="{kind}"' in line)
 
 
+def within_slo(query: Query, result: Result, received: float) -> bool:
+    return result.status is ResultStatus.OK and (received - query.sent_at) * 1000.0 <= SLO_MS
+
+
 class Load:
+    """Sends vision queries at ``rate(seconds since the rate was set)`` per second from a thread."""
+
     def __init__(self, client: MeridianClient) -> None:
-        self.client, self.rate, self.sent = client, 0.0, []
+        self.client, self.sent = client, []
+        self._rate: Callable[[float], float] = lambda _: 0.0
+        self._since = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def follow(self, rate: Callable[[float], float]) -> None:
+        self._rate, self._since = rate, time.monotonic()
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.rate <= 0:
+            rate = self._rate(time.monotonic() - self._since)
+            if rate <= 0:
                 time.sleep(0.05)
                 continue
-            query = Query(query_id=f"as-{uuid.uuid4().hex}", application="vision", slo_ms=500.0, batch_size=1,
+            query = Query(query_id=f"as-{uuid.uuid4().hex}", application="vision", slo_ms=SLO_MS, batch_size=1,
                           sent_at=time.time())
             self.client.send(query)
-            self.sent.append(query.query_id)
-            time.sleep(1.0 / self.rate)
+            self.sent.append(query)
+            time.sleep(1.0 / rate)
 
     def stop(self) -> None:
         self._stop.set()
@@ -71,22 +90,35 @@ def autoscaled(stack, settings, tmp_path_factory) -> Iterator[LocalLauncher]:
         admin.close()
 
 
-def test_scales_up_from_nothing_out_with_the_load_and_back_in(autoscaled, settings) -> None:
+def test_starts_a_worker_before_the_rise_misses_and_stops_it_after_the_fall_losing_nothing(autoscaled,
+                                                                                         settings) -> None:
     with MeridianClient(settings, applications=["vision"]) as client:
         load = Load(client)
         try:
-            load.rate = 20.0
+            load.follow(lambda _: 20.0)
             wait_until(lambda: any(r.status is ResultStatus.OK for r, _ in list(client.results.values())), 90,
                        "a worker the autoscaler started to answer", list(autoscaled.processes.values()))
-            assert actions("start") >= 1
-            before = actions("start") + actions("load_variant")
-            load.rate = 180.0  # about twice one instance's capacity
-            wait_until(lambda: actions("start") + actions("load_variant") > before, 60,
-                       "the autoscaler to add capacity", list(autoscaled.processes.values()))
+            started = actions("start")
+            rise_began = time.time()
+            load.follow(lambda t: 20.0 + (PEAK_QPS - 20.0) * min(1.0, t / RISE_S))
+            asked_at = None
+            while time.time() < rise_began + RISE_S + HOLD_S:
+                if asked_at is None and actions("start") > started:
+                    asked_at = time.time()
+                time.sleep(0.5)
+            load.follow(lambda _: 0.0)
+            rise = [q for q in load.sent if q.sent_at >= rise_began]
+            assert client.wait_for([q.query_id for q in load.sent], timeout_s=30), "a query was lost"
+            assert asked_at is not None, "the autoscaler added no machine for the rise"
             cost = read_metric(AUTOSCALER_PORT, "meridian_fleet_cost_dollars_per_hour")
             assert cost is not None and cost > 0
+            # the machine was asked for before any query of the rise missed its SLO, and the SLO held
+            missed = [q.sent_at for q in rise if not within_slo(q, *client.results[q.query_id])]
+            assert not missed or asked_at < min(missed), (
+                f"the first query of the rise missed {min(missed) - rise_began:.1f} s into it, before the autoscaler "
+                f"asked for a machine ({asked_at - rise_began:.1f} s)")
+            assert len(missed) <= 0.01 * len(rise), f"{len(missed)} of {len(rise)} queries of the rise missed"
             stopped = actions("stop")
-            load.rate = 0.0
             wait_until(lambda: actions("stop") > stopped, 120, "the autoscaler to stop an idle worker",
                        list(autoscaled.processes.values()))
         finally:

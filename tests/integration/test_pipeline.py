@@ -6,6 +6,8 @@ import pytest
 
 from schemas import ResultStatus
 from shared.adapters.client import MeridianClient
+from shared.profiles import ProfileSet
+from tests.integration.conftest import DIGITS_PROFILE
 from tests.integration.helpers import digits_rows, make_query
 
 pytestmark = pytest.mark.integration
@@ -41,6 +43,18 @@ def test_every_query_gets_exactly_one_correct_result(pipeline, settings) -> None
         correct += int(np.sum(np.array(result.predictions) == sent[query_id]))
         total += len(sent[query_id])
     assert correct / total > 0.85, f"real inference should classify digits well, got {correct / total:.3f}"
+    # each answer carries its rows' share of its batch's compute at the worker's price: a batch's shares
+    # add up to the batch's bill
+    price = ProfileSet.load(DIGITS_PROFILE).device_by_name["cpu-1t"].price_per_hour
+    batches: dict[str, list] = {}
+    for query_id, result in results.items():
+        batches.setdefault(result.batch_id, []).append((result, len(sent[query_id])))
+    for members in batches.values():
+        stamps = members[0][0].timestamps
+        bill = price * (stamps.compute_finished - stamps.compute_started) / 3600.0
+        assert sum(r.cost_dollars for r, _ in members) == pytest.approx(bill, rel=1e-6)
+        rows = sum(n for _, n in members)
+        assert all(r.cost_dollars == pytest.approx(bill * n / rows, rel=1e-6) for r, n in members)
 
 
 def test_named_variant_is_served_by_that_variant(pipeline, settings, digits_variants) -> None:

@@ -19,8 +19,10 @@ from shared.autoscale import (
     latency_ratio,
     observe,
     period_cost,
+    serving_catalogue,
     to_fleet_plan,
 )
+from shared.autoscale.ledger import FleetLedger
 from shared.infaas.state import InstanceState, StateThresholds
 from shared.policy.base import PlanStatus
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
@@ -122,3 +124,20 @@ def test_catalogue_rejects_bad_input_naming_it():
     cat = catalogue()
     with pytest.raises(ValueError, match="`applications`"):
         cat.with_applications([Application("a", "f", 5.0), Application("a", "f", 6.0)])
+
+
+def test_the_serving_catalogue_prices_an_instance_as_its_whole_machine():
+    """A worker process runs one batch at a time, so the live and simulated autoscalers hold one instance per
+    machine (several one-vCPU instances on one process were the churn bench-autoscale measured)."""
+    profiles = ProfileSet(
+        source="test", devices=[DeviceType(name="cpu-vm", kind="cpu", price_per_hour=0.32, startup_s=20.0),
+                                DeviceType(name="gpu-vm", kind="gpu", price_per_hour=0.5)],
+        variants=[VariantProfile(variant=v, family="f", device=d, batch_latency_ms={1: 10.0}, max_batch=1)
+                  for v in ("m", "n") for d in ("cpu-vm", "gpu-vm")])
+    cat = serving_catalogue(profiles, [Application("app", "f", 50.0)], startup_s=5.0)
+    assert {o.key: o.cost_per_hour for o in cat.options} == {
+        ("m", "cpu-vm"): 0.32, ("n", "cpu-vm"): 0.32, ("m", "gpu-vm"): 0.5, ("n", "gpu-vm"): 0.5}
+    assert {w.name: w.startup_s for w in cat.worker_types} == {"cpu-vm": 20.0, "gpu-vm": 5.0}
+    state = AutoscaleState(0.0, (WorkerStatus("w1", "cpu-vm", instances=(InstanceStatus("m", "app"),)),))
+    # the machine is full: a second variant needs another machine
+    assert not FleetLedger(state, cat).fits("w1", cat.option[("n", "cpu-vm")])

@@ -44,6 +44,7 @@ from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.serving.core import CoreConfig
 from shared.sim.arrivals import Workload
 from shared.sim.engine import SimResult, Simulation
+from shared.sim.transport import TransportModel
 from shared.sim.workers import SimWorker
 
 __all__ = ["AutoscaleSimResult", "AutoscalingController", "Slowdown", "serving_profiles", "simulate_autoscaling"]
@@ -261,6 +262,8 @@ def simulate_autoscaling(
     monitor: MonitorConfig | None = None,
     core: CoreConfig | None = None,
     heartbeat_interval_s: float = 1.0,
+    transport: TransportModel | None = None,
+    seed: int = 0,
 ) -> AutoscaleSimResult:
     """Replay `workloads` (application -> sorted arrival times, s; one row per query) on a fleet
     `autoscaler` manages, from `initial_fleet` (up and loaded at t = 0, billed from t = 0).
@@ -275,6 +278,8 @@ def simulate_autoscaling(
         settings' defaults); give the autoscaler the same latency budget, as the live service does.
     core : the scheduler core's drop rule (default: the live default).
     heartbeat_interval_s : how often workers heartbeat (live default 1 s).
+    transport : Kafka's hops (`shared.sim.transport.fit_transport` of a live run); None: an ideal machine.
+    seed : the draws of the transport's hops.
     """
     catalogue = autoscaler.catalogue
     monitor = monitor or MonitorConfig()
@@ -297,7 +302,7 @@ def simulate_autoscaling(
     if not end_s > 0:
         raise ValueError("`duration_s` must be > 0 (or the workloads non-empty)")
     loop = AutoscaleLoop(autoscaler, config=monitor, timer=time.perf_counter)
-    loop.tracker.expect(ScaleActions(start=tuple(initial_fleet)), 0.0)
+    loop.begin(initial_fleet, 0.0)
     daemon = InstanceMonitor.in_memory(profiles, worker_timeout_s=3 * heartbeat_interval_s, start_s=0.0,
                                        config=monitor)
     store = daemon.store
@@ -313,7 +318,7 @@ def simulate_autoscaling(
     sim = Simulation(jobs, fleet, dispatch, profiles, controller=controller,
                      control_interval_s=autoscaler.poll_interval_s, config=core,
                      service_factor=controller.service_factor if slowdowns else None, end_s=end_s,
-                     heartbeat_interval_s=heartbeat_interval_s)
+                     heartbeat_interval_s=heartbeat_interval_s, transport=transport, seed=seed)
     result = sim.run()
     prices = {w.name: w.price_per_hour for w in catalogue.worker_types}
     billed = tuple((life.worker_id, life.device, WorkerInterval(prices[life.device], life.requested_s, life.stopped_s))

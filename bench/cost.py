@@ -1,0 +1,389 @@
+"""``make bench-cost``: what following the load saves, live through Kafka, against a fleet sized for the peak
+and against the simulator.
+
+Setting (repeated in the output's ``setup``):
+
+* **Application** ``classify``: EfficientNet-Lite2 (`VARIANT`, from ``profiles/efficientnet-lite.json``,
+  measured on one CPU thread here), SLO `SLO_MS`.
+* **Machines**: three CPU types at the Kairos artifact's on-demand prices (``price.csv``). c5a.2xlarge runs a
+  worker at the measured speed (one c5a vCPU taken as the profiling thread, as ``make bench-autoscale``
+  does); r5n.large and t3.xlarge at that speed times the artifact's median latency ratio of the type to
+  c5n.2xlarge (its five models at 10 x the batch's rows; c5a taken as c5n). Every worker is **emulated**
+  from these profiles. A machine is one worker process running one batch at a time (`whole_machine`, the
+  autoscaler service's catalogue) and boots in `BOOT_S` (clouds take 20-30 s; the trace is compressed).
+* **Load**: the Azure LLM ``conv`` trace's arrivals per minute over its hour (a rise, a peak, a fall;
+  smoothed over `SMOOTH_MIN` minutes, see `rate_curve`), min-max scaled to `LOW_QPS`..`PEAK_QPS`,
+  compressed into `DURATION_S`, Poisson within each minute;
+  after `WARM_UP_S` at the first minute's rate (not measured).
+* **Systems**, each served live by the scheduler (INFaaS's getVariant) and the registry (its monitoring
+  daemon): ``infaas``, the autoscaler service, starting with the fleet INFaaS's greedy settles at for the
+  first minute's rate (``autoscaler_initial_fleet``; ``make bench-autoscale`` starts so too); ``static``, the
+  fleet it settles at for the peak (`shared.autoscale.fluid.settle`), started first and held.
+  Then each is simulated (`shared.sim.scenarios.autoscaling`: the service's loop, catalogue and monitor)
+  on the arrivals read back from its live run, from the fleet it started with, with Kafka's hops fitted
+  from that run's answers (`shared.sim.transport.fit_transport`).
+* **Bill**: each worker from its first heartbeat to its stop at its type's price (live: the worker events;
+  simulated: the engine's lifetimes); neither bills the boot.
+
+Per run: SLO attainment, effective accuracy, dollars, dollars per 1,000 answered ok, workers started and
+stopped, variant loads + unloads per hour, $/h over time (``bench/results/cost.png``), and live, the sum of
+the answers' own cost shares (`Result.cost_dollars`) against the bill. ``bench/results/cost.json``.
+Kairos' planner with the fleet service is not measured here yet (see ``not_measured``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.autoscale import PROFILES, Counted, as_fleet, kairos_latency_ratio, prices
+from bench.common import RESULTS_DIR, save_figure, write_result
+from schemas import Query, Result, VariantLoaded, VariantUnloaded, WorkerHeartbeat
+from services.autoscaler.app import autoscale_catalogue
+from services.launcher import LocalLauncher, read_metric, wait_until
+from services.serve_config import settings_env
+from services.stack import LocalStack
+from shared.adapters.client import MeridianClient
+from shared.adapters.recording import Recording, record
+from shared.autoscale import (Catalogue, GreedyConfig, InfaasAutoscaler, InstanceSpec, StartWorker,
+                              StaticAutoscaler)
+from shared.autoscale.fluid import settle
+from shared.infaas.monitor import MonitorConfig
+from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
+from shared.settings import REPO_ROOT, Settings
+from shared.sim.arrivals import load_trace_timestamps
+from shared.sim.replay import fleet_from_events, live_outcomes, sim_outcomes
+from shared.sim.scenarios.autoscaling import simulate_autoscaling
+from shared.sim.scorecard import Outcomes, Tenure, accuracies, fleet_cost, over_time, score
+from shared.sim.transport import fit_transport, hop_records
+
+APPLICATION, FAMILY, SLO_MS = "classify", "efficientnet-lite", 200.0
+#: the one variant served: the most accurate, so a machine serves 21-51 images/s and the fleet follows the load
+#: in steps of a few percent of its peak
+VARIANT = "efficientnet-lite2"
+MEASURED = "c5a.2xlarge"
+DERIVED = ("r5n.large", "t3.xlarge")
+BOOT_S = 10.0
+LOW_QPS, PEAK_QPS = 20.0, 200.0
+#: minutes of the trace each point of the load curve averages
+SMOOTH_MIN = 5
+DURATION_S = 300.0
+WARM_UP_S = 30.0
+SEED = 11
+#: seconds per point of SLO attainment over time
+BIN_S = 10.0
+SYSTEMS = ("infaas", "static")
+TARGETS = {"slo_attainment": 0.99, "cheaper_than_static_x": 1.5, "slo_points_of_static": 1.0,
+           "live_dollars_within_sim_fraction": 0.05, "live_slo_within_sim_points": 2.0}
+#: below the kernel's ephemeral range; bench-serving and bench-fidelity use the same broker ports (run alone)
+PORTS = {"kafka": 31092, "redis": 31379, "scheduler": 31301, "registry": 31302, "autoscaler": 31303,
+         "autoscaler_workers": 31320, "static_workers": 31360}
+FIGURE = RESULTS_DIR / "cost.png"
+
+
+def cost_profiles(data_dir: Path) -> ProfileSet:
+    """`VARIANT` on the three machine types (see the module docstring); `data_dir`: the Kairos artifact."""
+    measured, price = ProfileSet.load(PROFILES), prices(data_dir)
+    speed = {MEASURED: None} | {device: kairos_latency_ratio(data_dir, device) for device in DERIVED}
+    variants = [VariantProfile(variant=p.variant, family=p.family, device=device, accuracy=p.accuracy,
+                               batch_latency_ms={b: ms * (ratio[b] if ratio else 1.0)
+                                                 for b, ms in p.batch_latency_ms.items()},
+                               load_latency_ms=p.load_latency_ms, peak_memory_mb=p.peak_memory_mb,
+                               max_batch=p.max_batch, measured=ratio is None)
+                for p in measured.variants if p.variant == VARIANT for device, ratio in speed.items()]
+    devices = [DeviceType(name=d, kind="cpu", price_per_hour=price[d], startup_s=BOOT_S) for d in speed]
+    return ProfileSet(source=f"{PROFILES.relative_to(REPO_ROOT)} on {MEASURED}; {', '.join(DERIVED)} by the Kairos "
+                             "artifact's latency ratios", devices=devices,
+                      slo_ms={FAMILY: SLO_MS}, variants=variants)
+
+
+def rate_curve(settings: Settings) -> np.ndarray:
+    """q/s per trace minute: the conv trace's arrivals per minute, min-max scaled to `LOW_QPS`..`PEAK_QPS`.
+
+    Smoothed over `SMOOTH_MIN` minutes: compressed 12-fold, a minute's noise would be a 5 s burst, steeper
+    than the diurnal swings autoscaling is for. The first minute is left out: 28% below the next, it is the
+    trace's lowest by far, and min-max scaling would turn it into a five-fold jump within the run's first
+    15 s, which no machine that boots can follow.
+    """
+    stamps = load_trace_timestamps(settings.azure_trace("conv"))
+    counts, _ = np.histogram(stamps, bins=np.arange(60.0, stamps[-1], 60.0))
+    counts = np.convolve(counts, np.ones(SMOOTH_MIN) / SMOOTH_MIN, mode="valid")
+    return LOW_QPS + (PEAK_QPS - LOW_QPS) * (counts - counts.min()) / (counts.max() - counts.min())
+
+
+def arrivals(rates: Sequence[float], duration_s: float, seed: int) -> np.ndarray:
+    """Poisson arrivals, each rate held for an equal share of `duration_s`."""
+    rng = np.random.default_rng(seed)
+    step = duration_s / len(rates)
+    return np.concatenate([np.sort(k * step + rng.random(rng.poisson(rate * step)) * step)
+                           for k, rate in enumerate(rates)])
+
+
+def run_env(profiles_dir: Path, initial: Sequence[StartWorker]) -> dict[str, str]:
+    """Every process's settings; the autoscaler starts `initial`."""
+    fleet = [{"device": w.device, "variants": [i.variant for i in w.instances]} for w in initial]
+    return {**settings_env({"applications": {APPLICATION: [FAMILY]}, "application_slo_ms": {APPLICATION: SLO_MS},
+                            "scheduler_policy": "infaas", "load_stats_interval_s": 1.0,
+                            "autoscaler_initial_fleet": fleet}),
+            "MERIDIAN_PROFILES_DIR": str(profiles_dir), "MERIDIAN_LOCAL_DEVICE": "none",
+            "MERIDIAN_AUTOSCALER_METRICS_PORT": str(PORTS["autoscaler"]),
+            "MERIDIAN_AUTOSCALER_WORKER_PORT_BASE": str(PORTS["autoscaler_workers"])}
+
+
+# -- live ------------------------------------------------------------------------------------------
+@dataclass
+class LiveRun:
+    start_s: float
+    end_s: float
+    answers: dict[str, tuple[Result, float]]
+    recording: Recording
+
+
+def send(client: MeridianClient, offsets: np.ndarray, prefix: str) -> list[Query]:
+    """One query per offset (seconds from now), each sent at its time."""
+    start, sent = time.time(), []
+    for k, offset in enumerate(offsets):
+        ahead = start + offset - time.time()
+        if ahead > 0.001:
+            time.sleep(ahead)
+        sent.append(client.send(Query(query_id=f"{prefix}-{k}", application=APPLICATION, model=FAMILY,
+                                      slo_ms=SLO_MS, batch_size=1, sent_at=time.time())))
+    return sent
+
+
+def serve_live(stack: LocalStack, settings: Settings, env: dict[str, str], system: str, fleet: Sequence[StartWorker],
+               warm_up: np.ndarray, measured: np.ndarray, logs: Path) -> LiveRun:
+    """`system` serving the warm-up, then the measured arrivals; `fleet`: the machines it starts with (the
+    autoscaler's initial fleet, or the static fleet, which this function starts)."""
+    with LocalLauncher({**stack.env, **env}, logs / system) as launcher:
+        scheduler = launcher.start_scheduler(metrics_port=PORTS["scheduler"])
+        launcher.start_registry(metrics_port=PORTS["registry"])
+        if system == "infaas":
+            autoscaler = launcher.start_service("autoscaler", "services.autoscaler", metrics_port=PORTS["autoscaler"])
+            wait_until(lambda: read_metric(PORTS["autoscaler"], "meridian_dead_letters_total") is not None, 60,
+                       "the autoscaler", [autoscaler])
+        if system == "static":
+            for k, worker in enumerate(fleet):
+                launcher.start_worker(worker.worker_id, variants=[i.variant for i in worker.instances],
+                                      metrics_port=PORTS["static_workers"] + k, emulate=worker.device)
+        launcher.wait_for_workers(scheduler, len(fleet), timeout_s=120)
+        with MeridianClient(settings, applications=[APPLICATION]) as client:
+            send(client, warm_up, f"{system}-warm")
+            start = time.time()
+            sent = send(client, measured, system)
+            end = time.time()
+            client.wait_for([q.query_id for q in sent], timeout_s=30)
+            answers = {q.query_id: client.results[q.query_id] for q in sent if q.query_id in client.results}
+    return LiveRun(start, end, answers, record(settings, start, end))
+
+
+def keep_answers(run: LiveRun, path: Path) -> None:
+    """Every query of the run as a JSON line (sent, received, result), for analysis after the bench."""
+    with path.open("w") as out:
+        for _, query in run.recording.queries:
+            result, received = run.answers.get(query.query_id, (None, None))
+            out.write(json.dumps({"sent": query.sent_at, "received": received,
+                                  "result": result and result.model_dump(mode="json")}) + "\n")
+
+
+def fleet_at(recording: Recording, at_s: float) -> list[StartWorker]:
+    """The workers heartbeating at `at_s`, with what they held: the simulator's starting fleet."""
+    last: dict[str, WorkerHeartbeat] = {}
+    for stamped, event in recording.events:
+        if stamped <= at_s and isinstance(event, WorkerHeartbeat):
+            last[event.worker_id] = event
+    # renamed: the simulated autoscaler names the machines it starts as the live one did
+    return [StartWorker(f"live-{w.worker_id}", w.device, tuple(InstanceSpec(v, APPLICATION) for v in w.variants))
+            for w in last.values() if w.at >= at_s - 3.0]
+
+
+def live_entry(run: LiveRun, profiles: ProfileSet) -> dict[str, object]:
+    queries = [q for _, q in run.recording.queries]
+    outcomes = live_outcomes(queries, run.answers)
+    fleet = fleet_from_events(run.recording.events)
+    duration = run.end_s - run.start_s
+    changes = sum(1 for stamped, e in run.recording.events
+                  if run.start_s <= stamped <= run.end_s and isinstance(e, (VariantLoaded, VariantUnloaded)))
+    shares = [r.cost_dollars for r, _ in run.answers.values() if r.cost_dollars is not None]
+    return {**entry(outcomes, [w.tenure() for w in fleet], profiles, run.start_s, run.end_s, changes),
+            "workers_started": sum(1 for w in fleet if w.first_seen_s > run.start_s + 1.5),
+            "workers_stopped": sum(1 for w in fleet if w.stopped_s is not None and w.stopped_s <= run.end_s),
+            "answers_cost_share_dollars": round(sum(shares), 5), "duration_s": round(duration, 1),
+            "devices": sorted({w.device for w in fleet})}
+
+
+# -- simulated -------------------------------------------------------------------------------------
+def simulate(system: str, catalogue: Catalogue, settings: Settings, run: LiveRun,
+             fleet: Sequence[StartWorker], profiles: ProfileSet) -> dict[str, object]:
+    sent = np.sort([q.sent_at - run.start_s for _, q in run.recording.queries])
+    duration = run.end_s - run.start_s
+    policy = Counted(InfaasAutoscaler(catalogue, model=GreedyConfig.from_settings(settings))
+                     if system == "infaas" else StaticAutoscaler(catalogue))
+    result = simulate_autoscaling({APPLICATION: sent}, policy, initial_fleet=fleet, duration_s=duration,
+                                  monitor=MonitorConfig.from_settings(settings),
+                                  transport=fit_transport(hop_records(run.answers)))
+    lives = [life for life in result.serving.lifetimes if not np.isnan(life.joined_s)]
+    tenures = [Tenure(life.device, life.joined_s, life.stopped_s) for life in lives]
+    # the starting fleet's instances are not loads of the run (live, they loaded before it)
+    changes = policy.asked + policy.unasked - sum(len(w.instances) for w in fleet)
+    return {**entry(sim_outcomes(result.serving), tenures, profiles, 0.0, duration, changes),
+            "workers_started": sum(1 for life in lives if life.joined_s > 0.0),
+            "workers_stopped": sum(1 for life in lives if life.stopped_s is not None and life.stopped_s <= duration),
+            "devices": sorted({life.device for life in lives})}
+
+
+# -- scoring ---------------------------------------------------------------------------------------
+def entry(outcomes: Outcomes, tenures: Sequence[Tenure], profiles: ProfileSet, start_s: float, end_s: float,
+          loads_unloads: int) -> dict[str, object]:
+    prices = {d.name: d.price_per_hour for d in profiles.devices}
+    card = score(outcomes, accuracies(profiles), fleet_cost(tenures, prices, start_s, end_s))
+    attainment = over_time(outcomes, accuracies(profiles), start_s=start_s, bin_s=BIN_S)["slo_attainment"]
+    ok = int(np.count_nonzero(~np.isnan(outcomes.answered_s)))
+    return {"slo_attainment": card.slo_attainment, "effective_accuracy": card.effective_accuracy,
+            "dollars": round(card.cost_dollars, 6),
+            "dollars_per_1000_ok": round(1000 * card.cost_dollars / max(ok, 1), 6),
+            "loads_unloads_per_hour": round(loads_unloads * 3600.0 / (end_s - start_s), 1),
+            "queries": card.queries, "answered_ok": ok, "p99_ms": card.p99_ms,
+            "slo_attainment_over_time": [round(a, 4) for a in attainment],
+            "dollars_per_hour": cost_over_time(tenures, prices, start_s, end_s)}
+
+
+def cost_over_time(tenures: Sequence[Tenure], prices: dict[str, float], start_s: float, end_s: float) -> list[float]:
+    """Mean $/h of the running fleet over each `BIN_S` of the run."""
+    seconds = start_s + np.arange(int(end_s - start_s))
+    running = [sum(prices[t.device] for t in tenures if t.start_s <= s and (t.end_s is None or s < t.end_s))
+               for s in seconds]
+    bins = int(BIN_S)
+    return [round(float(np.mean(running[k:k + bins])), 4) for k in range(0, len(running), bins)]
+
+
+def saving_x(runs: dict[str, dict[str, dict]]) -> float | None:
+    """Static's dollars per 1,000 ok over INFaaS', live."""
+    if not {"infaas", "static"} <= set(runs):
+        return None
+    return round(runs["static"]["live"]["dollars_per_1000_ok"] / max(runs["infaas"]["live"]["dollars_per_1000_ok"],
+                                                                   1e-12), 3)
+
+
+def verdicts(runs: dict[str, dict[str, dict]]) -> dict[str, bool]:
+    out = {}
+    if "infaas" in runs:
+        out["infaas_slo"] = runs["infaas"]["live"]["slo_attainment"] >= TARGETS["slo_attainment"]
+    if saving_x(runs) is not None:
+        out["infaas_cheaper_than_static"] = saving_x(runs) >= TARGETS["cheaper_than_static_x"]
+        out["infaas_slo_within_static"] = (100 * (runs["static"]["live"]["slo_attainment"]
+                                                  - runs["infaas"]["live"]["slo_attainment"])
+                                           <= TARGETS["slo_points_of_static"])
+    return {
+        **out,
+        **{f"{name}_dollars_within_sim": abs(run["live"]["dollars"] / run["sim"]["dollars"] - 1)
+           <= TARGETS["live_dollars_within_sim_fraction"] for name, run in runs.items()},
+        **{f"{name}_slo_within_sim": 100 * abs(run["live"]["slo_attainment"] - run["sim"]["slo_attainment"])
+           <= TARGETS["live_slo_within_sim_points"] for name, run in runs.items()},
+        **{f"{name}_no_more_churn_than_sim": run["live"]["loads_unloads_per_hour"]
+           <= run["sim"]["loads_unloads_per_hour"] for name, run in runs.items()},
+    }
+
+
+def plot(runs: dict[str, dict[str, dict]], measured: np.ndarray, path: Path) -> Path:
+    """Offered load; the fleet's $/h; SLO attainment per `BIN_S`: live (solid) and simulated (dashed), per system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (load_ax, cost_ax, slo_ax) = plt.subplots(3, 1, figsize=(9, 8), sharex=True, height_ratios=(1, 2, 1.5))
+    seconds = np.arange(int(DURATION_S) + 1)
+    load_ax.plot(seconds[:-1], np.histogram(measured, bins=seconds)[0], color="grey", lw=0.8)
+    load_ax.set_ylabel("queries / s")
+    load_ax.set_ylim(bottom=0)
+    for k, (name, run) in enumerate(runs.items()):
+        for mode, style in (("live", "-"), ("sim", "--")):
+            side = run[mode]
+            line = side["dollars_per_hour"]
+            cost_ax.step(BIN_S * np.arange(len(line)), line, style, where="post", color=f"C{k}",
+                         label=f"{name} {'live' if mode == 'live' else 'simulated'}: ${side['dollars_per_1000_ok']:.5f}"
+                               f" per 1,000 ok, {100 * side['slo_attainment']:.1f}% within SLO")
+            slo = side["slo_attainment_over_time"]
+            slo_ax.plot(BIN_S * (np.arange(len(slo)) + 0.5), [100 * a for a in slo], style, color=f"C{k}")
+    cost_ax.set_ylabel(f"fleet $/h (running workers, mean per {BIN_S:g} s)")
+    cost_ax.set_ylim(bottom=0)
+    cost_ax.legend(fontsize=8)
+    slo_ax.set_ylabel(f"% within SLO per {BIN_S:g} s")
+    slo_ax.set_ylim(0, 101)
+    slo_ax.set_xlabel("seconds into the run")
+    for ax in (load_ax, cost_ax, slo_ax):
+        ax.grid(alpha=0.3)
+    load_ax.set_title("INFaaS' autoscaler against a fleet sized for the peak (emulated CPU machines)", fontsize=10)
+    save_figure(fig, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.cost", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"any of {', '.join(SYSTEMS)}")
+    parser.add_argument("--logs", type=Path, default=None,
+                        help="keep the services' logs here, and each live run's queries as JSON lines (sent, "
+                             "received, result) in <system>.jsonl (default: a temporary directory, removed)")
+    args = parser.parse_args(argv)
+    systems = args.systems.split(",")
+    began = time.monotonic()
+    base = Settings()
+    profiles = cost_profiles(base.kairos_data_dir)
+    curve = rate_curve(base)
+    measured = arrivals(curve, DURATION_S, SEED)
+    warm_up = arrivals([curve[0]], WARM_UP_S, SEED + 1)
+    runs: dict[str, dict[str, dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="meridian-cost-") as tmp:
+        profiles_dir = Path(tmp) / "profiles"
+        profiles_dir.mkdir()
+        (profiles_dir / "cost.json").write_text(profiles.model_dump_json(indent=1))
+        with LocalStack(var_dir=Path(tmp), kafka_port=PORTS["kafka"], redis_port=PORTS["redis"],
+                        components=("kafka", "redis")) as stack:
+            settings = stack.settings().model_copy(update={"profiles_dir": profiles_dir,
+                                                           "applications": {APPLICATION: [FAMILY]},
+                                                           "application_slo_ms": {APPLICATION: SLO_MS}})
+            catalogue = autoscale_catalogue(settings)
+            peak_fleet = as_fleet(settle(catalogue, {APPLICATION: PEAK_QPS}), "peak-")
+            first_fleet = as_fleet(settle(catalogue, {APPLICATION: float(curve[0])}), "first-")
+            env = run_env(profiles_dir, first_fleet)
+            for system in systems:
+                run = serve_live(stack, settings, env, system, peak_fleet if system == "static" else first_fleet,
+                                 warm_up, measured, args.logs or Path(tmp) / "logs")
+                if args.logs:
+                    keep_answers(run, args.logs / f"{system}.jsonl")
+                start_fleet = fleet_at(run.recording, run.start_s)
+                runs[system] = {"live": live_entry(run, profiles),
+                                "sim": simulate(system, catalogue, settings, run, start_fleet, profiles),
+                                "starting_fleet": [f"{w.worker_id}: {w.device} {[i.variant for i in w.instances]}"
+                                                   for w in start_fleet]}
+                print(f"{system}: " + "; ".join(
+                    f"{mode} {100 * r['slo_attainment']:.2f}% within SLO, accuracy {r['effective_accuracy']}, "
+                    f"${r['dollars']:.5f} (${r['dollars_per_1000_ok']:.6f} per 1,000 ok), started "
+                    f"{r['workers_started']}, stopped {r['workers_stopped']}, {r['loads_unloads_per_hour']} "
+                    f"loads+unloads/h" for mode, r in runs[system].items() if mode != "starting_fleet"), flush=True)
+    figure = plot(runs, measured, FIGURE)
+    write_result("cost", {
+        "runs": runs, "verdicts": verdicts(runs), "targets": TARGETS, "infaas_cheaper_than_static_x": saving_x(runs),
+        "not_measured": {"kairos": "Kairos' planner with the fleet service is not yet run by this bench"},
+        "setup": {"application": {"name": APPLICATION, "family": FAMILY, "slo_ms": SLO_MS},
+                  "machines": {d.name: {"price_per_hour": d.price_per_hour, "boot_s": d.startup_s,
+                                        "speed": "measured" if d.name == MEASURED else
+                                        "measured x Kairos artifact latency ratio to c5n.2xlarge"}
+                               for d in profiles.devices},
+                  "load": {"trace": "Azure LLM conv 2023, arrivals per minute", "low_qps": LOW_QPS,
+                           "peak_qps": PEAK_QPS, "duration_s": DURATION_S, "warm_up_s": WARM_UP_S,
+                           "queries": len(measured)},
+                  "static_fleet": [f"{w.device} {[i.variant for i in w.instances]}" for w in peak_fleet],
+                  "workers": "every worker emulated from the profiles above", "prices": "Kairos artifact price.csv"},
+        "wall_s": round(time.monotonic() - began, 1), "figure": str(figure.relative_to(REPO_ROOT))})
+
+
+if __name__ == "__main__":
+    main()
