@@ -44,7 +44,7 @@ import numpy as np
 
 from bench.autoscale import PROFILES, Counted, as_fleet, kairos_latency_ratio, prices
 from bench.common import RESULTS_DIR, save_figure, write_result
-from schemas import Query, Result, VariantLoaded, VariantUnloaded, WorkerHeartbeat
+from schemas import Query, Result, VariantLoaded, VariantUnloaded
 from services.autoscaler.app import autoscale_catalogue
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.serve_config import settings_env
@@ -193,14 +193,11 @@ def keep_answers(run: LiveRun, path: Path) -> None:
 
 
 def fleet_at(recording: Recording, at_s: float) -> list[StartWorker]:
-    """The workers heartbeating at `at_s`, with what they held: the simulator's starting fleet."""
-    last: dict[str, WorkerHeartbeat] = {}
-    for stamped, event in recording.events:
-        if stamped <= at_s and isinstance(event, WorkerHeartbeat):
-            last[event.worker_id] = event
+    """The workers running at `at_s`, with what they last reported holding: the simulator's starting fleet."""
+    running = [w for w in fleet_from_events((t, e) for t, e in recording.events if t <= at_s) if w.stopped_s is None]
     # renamed: the simulated autoscaler names the machines it starts as the live one did
     return [StartWorker(f"live-{w.worker_id}", w.device, tuple(InstanceSpec(v, APPLICATION) for v in w.variants))
-            for w in last.values() if w.at >= at_s - 3.0]
+            for w in running]
 
 
 def live_entry(run: LiveRun, profiles: ProfileSet) -> dict[str, object]:
