@@ -247,6 +247,18 @@ class BatchFinished(_Message):
     at: Seconds
 
 
+class BatchRefused(_Message):
+    """The worker did not run the batch (its variant was unloaded before the batch arrived) and answered none
+    of its queries: they are the scheduler's again, to re-queue."""
+
+    event: Literal["batch_refused"] = "batch_refused"
+    worker_id: Identifier
+    batch_id: Identifier
+    variant: Identifier
+    reason: str = Field(max_length=500)
+    at: Seconds
+
+
 class VariantLoaded(_Message):
     event: Literal["variant_loaded"] = "variant_loaded"
     worker_id: Identifier
@@ -269,11 +281,11 @@ class WorkerStopped(_Message):
 
 
 WorkerEvent = Annotated[
-    Union[WorkerHeartbeat, BatchStarted, BatchFinished, VariantLoaded, VariantUnloaded, WorkerStopped],
+    Union[WorkerHeartbeat, BatchStarted, BatchFinished, BatchRefused, VariantLoaded, VariantUnloaded, WorkerStopped],
     Field(discriminator="event"),
 ]
 worker_event_adapter: TypeAdapter[
-    WorkerHeartbeat | BatchStarted | BatchFinished | VariantLoaded | VariantUnloaded | WorkerStopped
+    WorkerHeartbeat | BatchStarted | BatchFinished | BatchRefused | VariantLoaded | VariantUnloaded | WorkerStopped
 ] = TypeAdapter(WorkerEvent)
 
 
@@ -424,6 +436,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AllocationPlan",
     "BatchFinished",
+    "BatchRefused",
     "BatchStarted",
     "DeadLetter",
     "DispatchBatch",

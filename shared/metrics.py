@@ -41,6 +41,9 @@ METADATA_REFRESH_FAILURES = Counter(
 WORKER_STALE_BATCHES = Counter(
     "meridian_worker_stale_batches_total", "Batches skipped because they were sent to an earlier process of the "
     "worker (the scheduler re-queued them).", ["worker"])
+WORKER_REFUSED_BATCHES = Counter(
+    "meridian_worker_refused_batches_total", "Batches handed back unrun because their variant had been unloaded "
+    "(the scheduler re-queues them).", ["worker"])
 WORKERS_KNOWN = Gauge("meridian_scheduler_workers", "Workers the scheduler currently sees alive.")
 TRANSPORT_RESERVE = Gauge(
     "meridian_scheduler_transport_reserve_ms",

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from schemas import (
     BatchFinished,
+    BatchRefused,
     BatchStarted,
     DispatchBatch,
     LoadVariant,
@@ -75,6 +76,12 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
     if batch.incarnation not in (None, ctx.incarnation):
         metrics.WORKER_STALE_BATCHES.labels(ctx.worker_id).inc()
         return  # sent to this worker's previous process: the scheduler re-queues it, running it would repeat it
+    if batch.variant not in ctx.executor.loaded():
+        metrics.WORKER_REFUSED_BATCHES.labels(ctx.worker_id).inc()
+        ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchRefused(
+            worker_id=ctx.worker_id, batch_id=batch.batch_id, variant=batch.variant,
+            reason=f"variant {batch.variant!r} is not loaded on this worker", at=time.time()).model_dump_json().encode())
+        return
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchStarted(
         worker_id=ctx.worker_id, batch_id=batch.batch_id, at=received_at).model_dump_json().encode())
     started = time.time()

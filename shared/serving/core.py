@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from schemas import BatchFinished, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
+from schemas import BatchFinished, BatchRefused, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
 from shared.catalogue import Catalogue, QueryRejected, Resolution
 from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
 from shared.profiles.format import VariantProfile
@@ -275,6 +275,8 @@ class SchedulerCore:
         elif isinstance(event, BatchFinished):
             self.batch_finished(event.worker_id, event.batch_id, event.compute_ms, rows=event.rows,
                                 started_s=event.compute_started_at)
+        elif isinstance(event, BatchRefused):
+            self.batch_refused(event.worker_id, event.batch_id, event.variant)
         elif isinstance(event, VariantLoaded):
             self.variant_changed(event.worker_id, event.variant, loaded=True)
         elif isinstance(event, VariantUnloaded):
@@ -336,6 +338,22 @@ class SchedulerCore:
         if computed:
             self.policy.on_batch_finished(record.device, batch.variant, computed, compute_ms)
 
+    def batch_refused(self, worker_id: str, batch_id: str, variant: str) -> None:
+        """The worker no longer held the batch's variant (an autoscaler unloaded it while the batch was on its
+        way): it answered none of the queries, so they go back to the head of the queue, and the worker is
+        not sent that variant again until it says it holds it."""
+        record = self.workers.get(worker_id)
+        batch = record.inflight.pop(batch_id, None) if record is not None else None
+        if batch is None:
+            return
+        record.last_seen_s = record.available_at_s = self._clock()
+        if record.inflight:
+            record.busy_until_s = max(b.predicted_finish_s for b in record.inflight.values())
+        else:
+            self._idle.add(worker_id)
+        self.variant_changed(worker_id, variant, loaded=False)
+        self._requeue(batch.items)
+
     def variant_changed(self, worker_id: str, variant: str, *, loaded: bool) -> None:
         record = self.workers.get(worker_id)
         if record is None:
@@ -359,8 +377,12 @@ class SchedulerCore:
         self._real_workers -= not record.emulated
         self._forget_capacity()
         self.policy.on_worker_lost(worker_id)
+        self._requeue([i for batch in record.inflight.values() for i in batch.items])
+
+    def _requeue(self, items: Sequence[Queued]) -> None:
+        """Dispatched queries back to the head of the queue, their messages already acknowledged."""
         requeued = [Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s)
-                    for batch in record.inflight.values() for i in batch.items]
+                    for i in items]
         self.queue.push_front(requeued)
         for item in requeued:
             self.policy.on_query_added(item.pending)

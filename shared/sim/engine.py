@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from shared.catalogue import Catalogue
-from schemas import BatchFinished, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
+from schemas import BatchFinished, BatchRefused, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
 from shared.fleet import FleetCommands, reconcile
 from shared.policy.base import DispatchPolicy, FleetController, FleetPlan, Placement
 from shared.profiles.format import ProfileSet
@@ -460,6 +460,12 @@ class Simulation:
         if kind == "load":
             load_ms = self.service.load_ms(device, job)
             self._push(self.now + load_ms / 1000.0, EventType.COMPLETION, (worker.spec.worker_id, job, load_ms))
+            return
+        if job.variant not in worker.placement.variants:  # unloaded while the batch was on its way: handed back
+            refusal = BatchRefused.model_construct(worker_id=worker.spec.worker_id, batch_id=job.batch_id,
+                                                   variant=job.variant, reason="not loaded", at=self.now)
+            self._notice(worker, lambda: self._tell(refusal))
+            self._next_job(worker)
             return
         service_ms = self.service.sample_ms(device, job.variant, job.rows, self.rng)
         if self.service_factor is not None:

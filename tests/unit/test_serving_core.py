@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schemas import BatchFinished, Query, WorkerHeartbeat, WorkerStopped
+from schemas import BatchFinished, BatchRefused, Query, WorkerHeartbeat, WorkerStopped
 from services.scheduler.messages import dispatch_batch, dropped
 from shared.catalogue import Catalogue
 from shared.policy.fcfs import FcfsDispatch
@@ -150,6 +150,24 @@ def test_a_lost_workers_batches_are_requeued_first() -> None:
     batches = core.batches(3.5)
     assert [q.query_id for b, _ in batches for q in b.queries] == ["q1", "q2"]
     assert batches[0][1] == [None, "t2"], "q1 was acknowledged at its first dispatch"
+
+
+def test_a_refused_batch_is_requeued_first_and_its_variant_is_not_sent_there_again() -> None:
+    core = Harness()
+    core.event(heartbeat("w1", variants=("small", "large")), 0.0)
+    core.event(heartbeat("w2", variants=("large",)), 0.0)
+    core.admit(make_query("q1", model="small", slo_ms=2000.0), 0.5, "t1")
+    (batch, _), = core.batches(0.5)
+    assert batch.variant == "small" and batch.worker_id == "w1"
+    core.admit(make_query("q2", model="small", slo_ms=2000.0), 0.6, "t2")
+    core.event(BatchRefused(worker_id="w1", batch_id=batch.batch_id, variant="small", reason="not loaded", at=0.7), 0.7)
+    assert list(core.core.queue.items) == ["q1", "q2"]
+    assert core.core.workers["w1"].variants == ("large",)
+    assert not core.batches(0.7), "no worker holds `small` now: the queries wait, unanswered"
+    core.event(heartbeat("w2", variants=("large", "small")), 0.8)
+    (again, acks), = core.batches(0.8)
+    assert again.worker_id == "w2" and [q.query_id for q in again.queries] == ["q1", "q2"]
+    assert acks == [None, "t2"], "q1 was acknowledged at its first dispatch"
 
 
 def test_silent_workers_expire() -> None:

@@ -200,6 +200,19 @@ def test_commands_load_and_unload_variants_on_named_workers_in_their_job_order()
                      ("BatchFinished", "m", 3.01)]
 
 
+def test_a_batch_sent_for_a_variant_unloaded_on_its_way_is_handed_back_and_served_once_it_is_loaded_again():
+    controller = Scripted(FleetCommands(start=(("w", Placement("d", ("n",))),)), None,  # t = 0: joins at 0.8
+                          FleetCommands(load=(("w", "m"),)),  # t = 1: busy loading until 1.8
+                          FleetCommands(unload=(("w", "n"),)),  # t = 1.5: waits behind the load
+                          FleetCommands(load=(("w", "n"),)))  # t = 2: loaded again at 2.8
+    load = Workload(np.array([1.6]), np.ones(1, dtype=np.int64), "app", 5000.0, ("n",))
+    result = simulate(load, [], FcfsDispatch(), two_variant_profiles(startup_s=0.0, load_ms=800.0),
+                      controller=controller, control_interval_s=0.5)
+    kinds = [(type(e).__name__, getattr(e, "variant", None), e.at) for e in controller.events]
+    assert ("BatchRefused", "n", pytest.approx(1.8)) in kinds, "dispatched at 1.6, behind the unload"
+    assert result.num_served == 1 and result.variant[0] == "n" and result.start_s[0] == pytest.approx(2.8)
+
+
 def test_workers_heartbeat_their_busy_share_until_the_last_control():
     controller = Scripted()
     # 10 ms batches: one in the first second, three in the second
