@@ -29,9 +29,9 @@ from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
 from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_producer
 from shared.catalogue import Catalogue
-from shared.kairos.monitor import BatchSizeMonitor
+from shared.kairos.control import KairosPlanningLoop
 from shared.plans import to_message
-from shared.policy.base import LoadSnapshot, Planner, PlanStatus
+from shared.policy.base import PlanStatus
 from shared.policy.registry import make_planner
 from shared.profiles.learned import LearnedProfiles
 from shared.proteus.control import PlanningController
@@ -46,18 +46,10 @@ FLEET_PLANNERS = {"proteus"}
 
 
 @dataclass
-class ApplicationPlanning:
-    planner: Planner
-    monitor: BatchSizeMonitor
-    seen: int = 0
-    planned: bool = False
-
-
-@dataclass
 class PlannerContext:
     settings: Settings
     producer: KafkaProducer
-    applications: dict[str, ApplicationPlanning] = field(default_factory=dict)
+    applications: dict[str, KairosPlanningLoop] = field(default_factory=dict)
     #: the fleet-wide planner (``proteus``), and the arrivals of the statistics window being gathered
     #: (one per scheduler tick: every application's statistics of a tick carry about the same ``at``)
     fleet: PlanningController | None = None
@@ -76,25 +68,11 @@ def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: floa
             ctx.arrivals_at = stats.at
         ctx.arrivals[stats.application] += round(stats.arrival_rate_qps * stats.window_s)
         return message
-    app = ctx.applications.get(stats.application)
-    if app is None:
+    loop = ctx.applications.get(stats.application)
+    if loop is None:
         return None
-    shifted = app.monitor.add_sizes(stats.batch_sizes)
-    app.seen += len(stats.batch_sizes)
-    due = (not app.planned and app.seen >= ctx.settings.planner_min_queries) or (app.planned and shifted)
-    if not due:
-        return None
-    started = time.perf_counter()
-    plan = app.planner.plan(LoadSnapshot(at_s=now, arrival_rate_qps={stats.application: stats.arrival_rate_qps},
-                                         batch_sizes={stats.application: tuple(app.monitor.window())}))
-    metrics.PLANNER_SOLVE.labels(SERVICE, ctx.settings.planner).observe(time.perf_counter() - started)
-    if plan.success:
-        app.planned = True
-        app.monitor.mark_planned(app.planner.qos_limits())
-    message = to_message(plan, planner=ctx.settings.planner, now=now)
-    ctx.producer.send(topics.PLANS, key=stats.application.encode(), value=message.model_dump_json().encode())
-    observe_plan(ctx, stats.application, message)
-    return message
+    loop.on_query_sizes(stats.application, stats.batch_sizes)
+    return publish_new_plan(ctx, loop, stats.application, now)
 
 
 def handle_worker_event(ctx: PlannerContext, raw: bytes) -> None:
@@ -112,17 +90,23 @@ def plan_fleet(ctx: PlannerContext, now: float) -> AllocationPlan | None:
     """One statistics window of the fleet-wide planner: record its arrivals, re-plan if it is due."""
     assert ctx.fleet is not None
     arrivals, ctx.arrivals, ctx.arrivals_at = dict(ctx.arrivals), Counter(), None
-    solves = len(ctx.fleet.log)
+    return publish_new_plan(ctx, ctx.fleet, "fleet", now, arrivals)
+
+
+def publish_new_plan(ctx: PlannerContext, loop: PlanningController | KairosPlanningLoop, key: str, now: float,
+                     arrivals: dict[str, int] | None = None) -> AllocationPlan | None:
+    """Run the planning loop; publish the plan it made, if any (an infeasible one too: it is not applied)."""
+    solves = len(loop.log)
     started = time.perf_counter()
-    ctx.fleet.control(now, arrivals)  # logs every solve, also an infeasible one (published, not applied)
-    if len(ctx.fleet.log) == solves:
+    loop.control(now, arrivals or {})
+    if len(loop.log) == solves:
         return None  # not due
     metrics.PLANNER_SOLVE.labels(SERVICE, ctx.settings.planner).observe(time.perf_counter() - started)
-    _, reason, plan = ctx.fleet.log[-1]
+    _, reason, plan = loop.log[-1]
     message = to_message(plan, planner=ctx.settings.planner, now=now)
     message = message.model_copy(update={"message": f"{reason}: {message.message}"[:2000]})
-    ctx.producer.send(topics.PLANS, key=b"fleet", value=message.model_dump_json().encode())
-    observe_plan(ctx, "fleet", message)
+    ctx.producer.send(topics.PLANS, key=key.encode(), value=message.model_dump_json().encode())
+    observe_plan(ctx, key, message)
     return message
 
 
@@ -142,24 +126,27 @@ def observe_plan(ctx: PlannerContext, application: str, message: AllocationPlan)
     ctx.planned_devices[application] = set(counts)
 
 
-def make_application_planning(settings: Settings, catalogue: Catalogue) -> dict[str, ApplicationPlanning]:
-    """One planner per application whose model family the configured planner can place.
+def make_application_planning(settings: Settings, catalogue: Catalogue) -> dict[str, KairosPlanningLoop]:
+    """One planning loop per application whose model family the configured planner can place.
 
-    An application it cannot plan (e.g. Kairos, which places one variant, given a family of several) is
-    skipped with a message instead of stopping the service, so the others are still planned.
+    Kairos places one variant: a family of one is that variant. An application it cannot plan (a family of
+    several) is skipped with a message instead of stopping the service, so the others are still planned.
     """
-    planning: dict[str, ApplicationPlanning] = {}
+    planning: dict[str, KairosPlanningLoop] = {}
     for application, families in settings.applications.items():
         for family in families:
-            if not catalogue.variants_of(family):
+            variants = catalogue.variants_of(family)
+            if not variants:
                 continue
+            variant = variants[0] if len(variants) == 1 else family
             try:
-                planner = make_planner(settings.planner, catalogue.profiles, application=application, variant=family,
-                                       budget_per_hour=settings.planner_budget_per_hour)
+                planner = make_planner(settings.planner, catalogue.profiles, application=application, variant=variant,
+                                       budget_per_hour=settings.planner_budget_per_hour,
+                                       qos_ms=settings.application_slo_ms.get(application))
             except ValueError as exc:
                 logger.warning("not planning %r (%r) with %r: %s", application, family, settings.planner, exc)
                 continue
-            planning[application] = ApplicationPlanning(planner, BatchSizeMonitor())
+            planning[application] = KairosPlanningLoop(planner, min_queries=settings.planner_min_queries)
     return planning
 
 

@@ -50,10 +50,6 @@ def qos_limit(table: LatencyTable, device: str, qos_ms: float) -> int:
     return int(table.grid[over[0]]) if len(over) else table.max_batch + 1
 
 
-def meets_qos_everywhere(table: LatencyTable, device: str, qos_ms: float) -> bool:
-    return qos_limit(table, device, qos_ms) > table.max_batch
-
-
 def distribution_stats(
     batch_sizes: Sequence[int] | np.ndarray,
     table: LatencyTable,

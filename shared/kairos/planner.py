@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.kairos.distribution import DistributionStats, distribution_stats, meets_qos_everywhere, qos_limit
+from shared.kairos.distribution import DistributionStats, distribution_stats, qos_limit
 from shared.kairos.selection import Selection, rank_configs, select_config
 from shared.kairos.table import LatencyTable
 from shared.kairos.upper_bound import config_costs, configuration_upper_bounds, enumerate_configs
@@ -46,7 +46,7 @@ class KairosPlanner(Planner):
     variant : the model variant to place (default: ``application``).
     devices : device types to consider (default: all profiled for the variant).
     base : the base type (default: the cheapest per unit of throughput among types meeting the QoS for
-        every batch size, g4dn.xlarge on the paper's data).
+        every query size seen, g4dn.xlarge on the paper's data).
     max_counts : per-device caps, in ``devices`` order (default: only the budget limits counts).
     qos_ms : QoS target (default: ``profiles.slo_ms[variant]``).
     xi : the auxiliary QoS limits ``s`` are the first sizes past ``xi * qos_ms``. 1 (default) is the
@@ -137,8 +137,11 @@ class KairosPlanner(Planner):
         )
 
     def _pick_base(self, sizes: np.ndarray) -> str:
-        capable = [d for d in self.table.devices if meets_qos_everywhere(self.table, d, self.qos_ms)]
+        """Among the types that serve every size seen within the QoS (all of the profile's grid would rule
+        out every type for one-row queries that no one batches past the QoS), the cheapest per query."""
+        capable = [d for d in self.table.devices if float(self.table.lookup(d, sizes).max()) <= self.qos_ms]
         if not capable:
-            raise ValueError(f"no device meets the {self.qos_ms} ms QoS for every batch size")
+            raise ValueError(f"no device meets the {self.qos_ms} ms QoS for every query size seen (up to "
+                             f"{int(sizes.max())} rows)")
         return min(capable, key=lambda d: self.prices[d] * float(self.table.lookup(d, sizes).mean()))
 

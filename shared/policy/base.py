@@ -246,6 +246,10 @@ class FleetController(ABC):
         """A worker event, as workers publish it (heartbeat on joining, batch finished, variant (un)loaded,
         stopped); for controllers that monitor the fleet."""
 
+    def on_query_sizes(self, application: str, sizes: Sequence[int]) -> None:
+        """The rows of each of ``application``'s queries since the previous call, before `control`; for
+        controllers that plan from the size mix (Kairos)."""
+
 
 class Planner(ABC):
     """Which fleet, and which variants where, for the load seen."""

@@ -313,6 +313,8 @@ class Simulation:
         self.misses = 0
         self.plans: list[tuple[float, FleetPlan]] = []
         self.counts: dict[str, int] = {}
+        #: each admitted query's rows since the last control, per application
+        self.sizes: dict[str, list[int]] = {}
         self.workers: dict[str, _Worker] = {}
         self.order: list[_Worker] = []
         self.starting: set[str] = set()
@@ -393,6 +395,7 @@ class Simulation:
         if rejection is not None:
             self._drop(i, rejection.reason)
         self.counts[application] = self.counts.get(application, 0) + 1
+        self.sizes.setdefault(application, []).append(rows)
         if k + 1 < len(self.admit_order):
             self._push(self.admit_s[k + 1], EventType.ARRIVAL, k + 1)
 
@@ -569,6 +572,9 @@ class Simulation:
 
     def _control(self, _: None) -> None:
         counts, self.counts = self.counts, {}
+        for application, sizes in self.sizes.items():
+            self.controller.on_query_sizes(application, sizes)
+        self.sizes = {}
         answer = self.controller.control(self.now, counts)
         if isinstance(answer, FleetCommands):
             self._command(answer)

@@ -14,9 +14,10 @@ from schemas import AllocationPlan, LoadStatistics, PlanPlacement
 from services.fleet.app import Fleet
 from services.observability import lag_exporter
 from services.observability.lag_exporter import LagGauges, LagSnapshot, collect
-from services.planner.app import ApplicationPlanning, PlannerContext, handle_load_statistics, make_application_planning
+from services.planner.app import PlannerContext, handle_load_statistics, make_application_planning
 from services.registry.app import export_catalogue
 from shared.catalogue import Catalogue
+from shared.kairos.control import KairosPlanningLoop
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.kairos.planner import KairosPlanner
 from shared.profiles.kairos import load_kairos_profiles
@@ -84,9 +85,9 @@ def test_lag_gauges_drop_groups_that_went_away() -> None:
 def test_a_plan_exports_its_status_cost_and_workers_per_device() -> None:
     settings = Settings(planner_min_queries=500, planner_budget_per_hour=2.5)
     ctx = PlannerContext(settings=settings, producer=RecordingProducer())
-    ctx.applications["ut-rm2"] = ApplicationPlanning(
+    ctx.applications["ut-rm2"] = KairosPlanningLoop(
         KairosPlanner(load_kairos_profiles(), application="ut-rm2", variant="rm2", budget_per_hour=2.5),
-        BatchSizeMonitor(window=4000, check_every=1000))
+        min_queries=500, monitor=BatchSizeMonitor(window=4000, check_every=1000))
     before = value("meridian_plans_total", service="planner", status="feasible") or 0.0
     sizes = deeprecsys_sizes(1000, np.random.default_rng(0))
     plan = handle_load_statistics(ctx, LoadStatistics(

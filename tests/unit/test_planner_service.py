@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from schemas import AllocationPlan, LoadStatistics
-from services.planner.app import ApplicationPlanning, PlannerContext, handle_load_statistics
+from services.planner.app import PlannerContext, handle_load_statistics
+from shared.kairos.control import KairosPlanningLoop
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.kairos.planner import KairosPlanner
 from shared.profiles.kairos import load_kairos_profiles
@@ -24,7 +25,8 @@ def context() -> PlannerContext:
     settings = Settings(planner_min_queries=2000, planner_budget_per_hour=2.5)
     planner = KairosPlanner(load_kairos_profiles(), application="rm2", budget_per_hour=2.5)
     ctx = PlannerContext(settings=settings, producer=RecordingProducer())
-    ctx.applications["rm2"] = ApplicationPlanning(planner, BatchSizeMonitor(window=4000, check_every=1000))
+    ctx.applications["rm2"] = KairosPlanningLoop(planner, min_queries=2000,
+                                                 monitor=BatchSizeMonitor(window=4000, check_every=1000))
     return ctx
 
 
