@@ -76,7 +76,8 @@ from shared.sim.arrivals import load_trace_timestamps
 from shared.sim.engine import simulate as simulate_engine
 from shared.sim.replay import RecordedWorker, fleet_from_events, live_outcomes, sim_outcomes, workloads_from
 from shared.sim.scenarios.autoscaling import simulate_autoscaling
-from shared.sim.scorecard import Outcomes, Tenure, accuracies, fleet_cost, over_time, score
+from shared.sim.scorecard import (Outcomes, Tenure, accuracies, fleet_cost, fleet_dollars_per_hour, over_time,
+                                  score)
 from shared.sim.transport import fit_transport, hop_records
 
 APPLICATION, FAMILY, SLO_MS = "classify", "efficientnet-lite", 200.0
@@ -343,11 +344,8 @@ def entry(outcomes: Outcomes, tenures: Sequence[Tenure], profiles: ProfileSet, s
 
 def cost_over_time(tenures: Sequence[Tenure], prices: dict[str, float], start_s: float, end_s: float) -> list[float]:
     """Mean $/h of the running fleet over each `BIN_S` of the run."""
-    seconds = start_s + np.arange(int(end_s - start_s))
-    running = [sum(prices[t.device] for t in tenures if t.start_s <= s and (t.end_s is None or s < t.end_s))
-               for s in seconds]
-    bins = int(BIN_S)
-    return [round(float(np.mean(running[k:k + bins])), 4) for k in range(0, len(running), bins)]
+    return [round(fleet_dollars_per_hour(tenures, prices, t, min(t + BIN_S, end_s)), 4)
+            for t in np.arange(start_s, end_s, BIN_S)]
 
 
 def saving_x(runs: dict[str, dict[str, dict]], name: str) -> float | None:

@@ -49,12 +49,14 @@ logger = logging.getLogger(__name__)
 
 
 def autoscale_catalogue(settings: Settings) -> Catalogue:
-    """The simulator's catalogue (`serving_catalogue`) of the profiled devices, serving every configured
-    application with its SLO."""
+    """The simulator's catalogue (`serving_catalogue`) of the profiled devices, serving with its SLO every
+    application of the fleet's policy: one given a policy of its own (``MERIDIAN_APPLICATION_POLICIES``) has
+    workers of its own."""
     serving = ServingCatalogue.from_settings(settings)
     default_slo = serving.profiles.slo_ms
     applications = [Application(app, family, settings.application_slo_ms.get(app, default_slo.get(family, 1000.0)))
-                    for app, families in settings.applications.items() for family in families[:1]]
+                    for app, families in settings.applications.items() for family in families[:1]
+                    if settings.application_policies.get(app, settings.scheduler_policy) == settings.scheduler_policy]
     return serving_catalogue(serving.profiles, applications, startup_s=settings.autoscaler_worker_startup_s)
 
 

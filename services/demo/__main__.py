@@ -5,8 +5,8 @@ says: three workers *emulating* ``cpu-1t``, ``cpu-2t`` and ``g4dn-emu`` from mea
 has no GPU) serve EfficientNet-Lite for ``vision``, a real onnxruntime worker serves ``digits``. One minute
 of the Azure LLM trace's shape sends both; vision rises past what the fleet serves with its most accurate
 variant and falls again, and INFaaS picks each query's variant as it moves: the table shows accuracy
-scaling (which variants served in each phase) and what it kept (SLO attainment). Writes
-``var/demo/demo.png``.
+scaling (which variants served in each phase), what it kept (SLO attainment) and what the running fleet
+cost (from the workers' own events). Writes ``var/demo/demo.png``.
 """
 from __future__ import annotations
 
@@ -23,18 +23,19 @@ from tqdm import tqdm
 from schemas import Query, Result
 from services.demo import fcfs
 from services.demo.report import Phase, format_rows, phase_table, phases, plot, unanswered
-from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, FLEET, SERVED, Sender, schedule,
-                                    top_capacity_qps, vision_rates)
+from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SERVED, Sender, schedule, top_capacity_qps,
+                                    vision_rates)
 from services.launcher import LocalLauncher, ManagedProcess, wait_until
 from services.observability.screenshots import shoot_overview, shows_alert
 from services.serve_config import settings_env, start_services
 from services.stack import LocalStack
 from shared.adapters import topics
 from shared.adapters.client import MeridianClient
+from shared.adapters.recording import record
 from shared.catalogue import Catalogue
 from shared.settings import Settings
-from shared.sim.replay import live_outcomes
-from shared.sim.scorecard import accuracies, longest_silence_s
+from shared.sim.replay import fleet_from_events, live_outcomes
+from shared.sim.scorecard import Tenure, accuracies, fleet_cost, longest_silence_s
 
 #: what ``infra/serve.yaml`` serves: vision by INFaaS (a variant per query), digits on its own real worker, first
 #: come first served
@@ -66,15 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     plan = schedule(settings, catalogue, len(rates), bin_s=args.speedup, peak_over_capacity=args.peak)
     print(f"{len(plan)} queries over {len(rates)} s: vision up to {rates.max():.0f} q/s, against {capacity:.0f} q/s "
           "with EfficientNet-Lite2 alone", flush=True)
-    sent, answers, start = serve(settings, catalogue, plan, screenshots=args.screenshots)
-    report(catalogue, sent, answers, start, phases(rates, capacity),
+    sent, answers, start, tenures = serve(settings, catalogue, plan, screenshots=args.screenshots)
+    report(catalogue, sent, answers, start, phases(rates, capacity), tenures,
            args.out or settings.var_dir / "demo" / "demo.png")
     return 0
 
 
 def serve(settings: Settings, catalogue: Catalogue, plan: list[tuple[float, str]], *, screenshots: bool
-          ) -> tuple[list[Query], dict[str, tuple[Result, float]], float]:
-    """Stack, services and the trace sent; the queries, their answers and when sending began."""
+          ) -> tuple[list[Query], dict[str, tuple[Result, float]], float, list[Tenure]]:
+    """Stack, services and the trace sent; the queries, their answers, when sending began, and each worker's
+    time in the fleet (from its events, on the answers' clock)."""
     rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
     with LocalStack.from_settings(settings) as stack:
         print(f"stack: Kafka 127.0.0.1:{stack.kafka_port}, Redis 127.0.0.1:{stack.redis_port}, "
@@ -92,15 +94,17 @@ def serve(settings: Settings, catalogue: Catalogue, plan: list[tuple[float, str]
                       + " (this run's queries only)", flush=True)
                 start = time.time()
                 send(sender, plan, list(launcher.processes.values()))
+                end = time.time()
                 client.wait_for([q.query_id for q in sender.sent], timeout_s=60)
                 answers = dict(client.results)
+            events = record(settings, start, end).events
             if screenshots:
                 time.sleep(5)  # the last seconds of load scraped and the rules evaluated
                 shots = shoot_overview(f"http://127.0.0.1:{stack.prometheus_port}", settings.var_dir / "dashboards",
                                        range_input="3m")
                 print(f"{len(shots)} dashboard panels drawn by Prometheus in {shots[0].parent}"
                       + "".join(f"\n  {p.name}: no data or a query error" for p in shots if shows_alert(p)), flush=True)
-    return sender.sent, answers, start
+    return sender.sent, answers, start, [w.tenure() for w in fleet_from_events(events)]
 
 
 def served_by() -> str:
@@ -122,23 +126,26 @@ def send(sender: Sender, plan: list[tuple[float, str]], watched: list[ManagedPro
 
 
 def report(catalogue: Catalogue, sent: list[Query], answers: dict[str, tuple[Result, float]], start: float,
-           stages: list[Phase], figure_path: Path) -> None:
-    """The phase table, why queries went unanswered, the figure and its numbers."""
+           stages: list[Phase], tenures: list[Tenure], figure_path: Path) -> None:
+    """The phase table, why queries went unanswered, the bill, the figure and its numbers."""
     outcomes = live_outcomes(sent, answers)
     accuracy = accuracies(catalogue.profiles)
-    prices = catalogue.profiles.device_by_name
-    fleet_per_hour = sum(prices[device].price_per_hour * count for device, count in FLEET.items())
-    table = phase_table(outcomes, start, stages, accuracy, fleet_per_hour)
+    prices = {d.name: d.price_per_hour for d in catalogue.profiles.devices}
+    table = phase_table(outcomes, start, stages, accuracy, tenures, prices)
     print("\n" + format_rows(table))
     silence = longest_silence_s([outcomes.answered_s], start, float(np.max(outcomes.sent_s)))
     print(f"longest stretch with no answer at all: {silence:.2f} s")
     for app, reasons in sorted(unanswered(sent, answers).items()):
         print(f"{app}: {sum(reasons.values())} not answered ok" + "".join(
             f"\n  {n:>6}  {reason}" for reason, n in reasons.most_common(3)))
+    end = start + max(p.end_s for p in stages)
+    dollars = fleet_cost(tenures, prices, start, end)
+    ok = int(np.count_nonzero(~np.isnan(outcomes.answered_s)))
+    print(f"bill: ${dollars:.5f} for the run's {end - start:.0f} s (every running worker at its profile's price), "
+          f"${1000 * dollars / max(ok, 1):.6f} per 1,000 queries answered ok")
     best = {app: max(catalogue.profiles_of(v)[0].accuracy for family in families for v in catalogue.variants_of(family))
             for app, families in APPLICATIONS.items()}
-    figure = plot(outcomes, start, stages, accuracy, best, fleet_per_hour, "static fleet (3 emulated + 1 real)",
-                  figure_path)
+    figure = plot(outcomes, start, stages, accuracy, best, tenures, prices, figure_path)
     figure.with_suffix(".json").write_text(json.dumps(table, indent=2))
     print(f"\nfigure: {figure}\nnumbers: {figure.with_suffix('.json')}\ndemo finished; everything it started is "
           "stopped", flush=True)

@@ -1,7 +1,8 @@
 """What the demo shows: per application and per phase of the load, how well it was served, and one figure.
 
 A phase is a stretch of send time (`Phase`); each is scored by the one scorecard live and simulated runs
-share (`shared.sim.scorecard`), plus the variants that answered, so accuracy scaling is visible.
+share (`shared.sim.scorecard`), plus the variants that answered, so accuracy scaling is visible, and the
+running fleet's $/h over it, from the workers' own events (`Tenure`), so the autoscaler's moves are too.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from shared.serving.wording import reason_kind
-from shared.sim.scorecard import Outcomes, over_time, score
+from shared.sim.scorecard import Outcomes, Tenure, fleet_dollars_per_hour, over_time, score
 
 #: seconds per point of the figure
 BIN_S = 2.0
@@ -35,8 +36,8 @@ def phases(vision_qps: np.ndarray, capacity_qps: float) -> list[Phase]:
 
 
 def phase_table(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: Mapping[str, float],
-                fleet_per_hour: float) -> list[dict[str, object]]:
-    """One row per application and phase."""
+                tenures: Sequence[Tenure], prices: Mapping[str, float]) -> list[dict[str, object]]:
+    """One row per application and phase; ``tenures`` on the outcomes' clock."""
     rows = []
     offset = outcomes.sent_s - start_s
     for app in sorted(set(outcomes.application)):
@@ -52,7 +53,8 @@ def phase_table(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], acc
                          "slo_attainment": card.slo_attainment, "effective_accuracy": card.effective_accuracy,
                          "p50_ms": card.p50_ms, "p99_ms": card.p99_ms, "dropped": card.dropped,
                          "variants": {v: round(n / total, 3) for v, n in served.most_common()},
-                         "fleet_per_hour": fleet_per_hour})
+                         "fleet_per_hour": round(fleet_dollars_per_hour(tenures, prices, start_s + phase.start_s,
+                                                                  start_s + phase.end_s), 4)})
     return rows
 
 
@@ -86,9 +88,10 @@ def _ms(value: object) -> str:
 
 
 def plot(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: Mapping[str, float],
-         best_accuracy: Mapping[str, float], fleet_per_hour: float, fleet_label: str, path: Path) -> Path:
+         best_accuracy: Mapping[str, float], tenures: Sequence[Tenure], prices: Mapping[str, float],
+         path: Path) -> Path:
     """Load, effective accuracy (as a share of the application's most accurate variant, so applications of
-    different accuracies share an axis), SLO attainment and fleet cost over send time, per application."""
+    different accuracies share an axis), SLO attainment and the running fleet's $/h, over send time."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -101,7 +104,9 @@ def plot(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: 
         axes[1].plot(t, np.asarray(series["effective_accuracy"]) / best_accuracy[app], label=app)
         axes[2].plot(t, 100.0 * np.asarray(series["slo_attainment"]), label=app)
     end = max(p.end_s for p in stages)
-    axes[3].plot([0.0, end], [fleet_per_hour, fleet_per_hour], color="k", label=fleet_label)
+    seconds = np.arange(0.0, end, 1.0)
+    running = [fleet_dollars_per_hour(tenures, prices, start_s + t, start_s + t + 1.0) for t in seconds]
+    axes[3].step(seconds, running, where="post", color="k", label="the running workers (from their events)")
     for ax, label in zip(axes, ("queries/s sent", "accuracy, % of best", "SLO attainment (%)", "fleet $/h")):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
@@ -110,7 +115,7 @@ def plot(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: 
         ax.legend(loc="lower left", fontsize=8)
     for phase in stages:
         axes[0].text((phase.start_s + phase.end_s) / 2, axes[0].get_ylim()[1] * 0.92, phase.name, ha="center")
-    axes[3].set_ylim(0.0, fleet_per_hour * 1.5 or 1.0)
+    axes[3].set_ylim(0.0, max(running, default=0.0) * 1.5 or 1.0)
     axes[-1].set_xlabel("seconds since the first query")
     fig.suptitle("make demo: two applications on a mixed fleet, accuracy scaled as the load moves")
     fig.tight_layout()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,8 +33,6 @@ DIGITS_PEAK_QPS = 60.0
 #: emulated vision workers (id, device); one real digits worker runs beside them
 EMULATED = tuple((w.id, w.emulate) for w in SERVED.workers if w.emulate)
 DIGITS_WORKER = next(w.id for w in SERVED.workers if not w.emulate)
-#: the device types of the whole fleet (the real digits worker is a ``cpu-1t``)
-FLEET = dict(Counter([*(device for _, device in EMULATED), "cpu-1t"]))
 
 
 def top_capacity_qps(catalogue: Catalogue) -> float:

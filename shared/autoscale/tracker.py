@@ -5,7 +5,8 @@ ask for an `AutoscaleState` once per poll. Which machines and instances exist is
 asked for count from the moment it asked (booting, then loading), so one burst does not start a machine
 per poll. A worker holds each variant once (it is one process with a set of loaded variants); the
 instance serves the application it was asked for, or, loaded unasked (by the dispatcher, or before the
-autoscaler started), the first application it is eligible for. How each ready instance is doing (served
+autoscaler started), the first application it is eligible for. A worker it did not start is its own only if it
+holds a variant one of its applications may use: a worker serving other applications is another policy's. How each ready instance is doing (served
 rate, Fig. 4 state, worker utilization) comes from the one INFaaS monitor
 (`shared.infaas.monitor.InfaasMonitor`), keyed by ``(worker_id, variant)``.
 """
@@ -69,6 +70,8 @@ class FleetTracker:
             if event.device not in self.catalogue.worker_type:
                 return  # a machine kind this autoscaler does not manage
             if worker is None:
+                if not any((v, event.device) in self._serves for v in event.variants):
+                    return  # not started by it and serving none of its applications: another policy's worker
                 worker = self.workers[event.worker_id] = _Worker(event.device, True, now_s)
             worker.ready, worker.last_seen_s = True, now_s
             self.monitor.worker_seen(event.worker_id, now_s, device=event.device, busy_fraction=event.busy_fraction)

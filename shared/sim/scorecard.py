@@ -64,11 +64,19 @@ def accuracies(profiles: ProfileSet) -> dict[str, float]:
 
 def fleet_cost(tenures: Sequence[Tenure], prices: Mapping[str, float], start_s: float, end_s: float) -> float:
     """Dollars the fleet cost over ``[start_s, end_s]``: each worker's time within it at its device's price."""
-    dollars = 0.0
+    return round(fleet_dollars_per_hour(tenures, prices, start_s, end_s) * (end_s - start_s) / 3600.0, 6)
+
+
+def fleet_dollars_per_hour(tenures: Sequence[Tenure], prices: Mapping[str, float], start_s: float,
+                           end_s: float) -> float:
+    """The fleet's mean $/h over ``[start_s, end_s]``."""
+    if not end_s > start_s:
+        return 0.0
+    worker_seconds = 0.0
     for tenure in tenures:
         stop = end_s if tenure.end_s is None else min(tenure.end_s, end_s)
-        dollars += max(0.0, stop - max(tenure.start_s, start_s)) / 3600.0 * prices.get(tenure.device, 0.0)
-    return round(dollars, 6)
+        worker_seconds += max(0.0, stop - max(tenure.start_s, start_s)) * prices.get(tenure.device, 0.0)
+    return worker_seconds / (end_s - start_s)
 
 
 def score(outcomes: Outcomes, accuracy: Mapping[str, float], cost_dollars: float, *, draws: int = 1) -> Scorecard:

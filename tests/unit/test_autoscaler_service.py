@@ -20,6 +20,12 @@ def test_the_catalogue_is_the_simulators_one_instance_a_machine_with_the_applica
     assert all(o.cost_per_hour == prices[o.device] for o in catalogue.options)
 
 
+def test_an_application_with_a_policy_and_workers_of_its_own_is_not_autoscaled() -> None:
+    mixed = Settings(applications={"vision": ["efficientnet-lite"], "digits": ["digits"]}, scheduler_policy="infaas",
+                     application_policies={"digits": "fcfs"}, local_device="none")
+    assert [a.name for a in autoscale_catalogue(mixed).applications] == ["vision"]
+
+
 def test_the_initial_fleet_serves_the_application_its_variants_may_serve() -> None:
     configured = settings(autoscaler_initial_fleet=[{"device": "cpu-1t", "variants": ["efficientnet-lite0"]},
                                                     {"device": "cpu-1t"}])

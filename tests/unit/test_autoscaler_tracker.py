@@ -73,9 +73,10 @@ def test_a_worker_that_never_reports_is_given_up_after_its_startup_time(tracker)
     assert tracker.expire(15.5) == ["as-1"] and tracker.state(15.5).workers == ()
 
 
-def test_devices_it_does_not_manage_are_ignored(tracker) -> None:
+def test_devices_it_does_not_manage_and_other_policies_workers_are_ignored(tracker) -> None:
     tracker.on_worker_event(heartbeat("g1", ["x"], device="g4dn.xlarge"), 0.0)
-    assert tracker.state(0.0).workers == ()
+    tracker.on_worker_event(heartbeat("digits-1", ["digits-cnn-s"]), 0.0)
+    assert tracker.state(0.0).workers == (), "a cpu-1t it did not start, serving none of its applications"
 
 
 def test_instance_states_come_from_the_monitor_once_per_window(tracker) -> None:

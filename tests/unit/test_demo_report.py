@@ -5,7 +5,7 @@ import numpy as np
 
 from schemas import HopTimestamps, Query, Result, ResultStatus
 from services.demo.report import Phase, format_rows, phase_table, phases, unanswered
-from shared.sim.scorecard import Outcomes
+from shared.sim.scorecard import Outcomes, Tenure
 
 
 def test_phases_split_at_the_first_and_last_second_over_capacity() -> None:
@@ -18,8 +18,11 @@ def test_each_phase_is_scored_with_the_variants_that_served_it() -> None:
     sent = np.array([0.5, 1.5, 2.5, 2.6])
     outcomes = Outcomes(np.array(["v"] * 4, dtype=object), np.full(4, 100.0), sent,
                         sent + np.array([0.05, 0.2, 0.05, np.nan]), np.array(["big", "big", "small", ""], dtype=object))
-    rows = phase_table(outcomes, 0.0, [Phase("low", 0, 2), Phase("peak", 2, 3)], {"big": 80.0, "small": 70.0}, 0.7)
+    fleet = [Tenure("cpu", 0.0, None), Tenure("gpu", 1.0, 2.5)]  # a gpu for the second half of low, half of peak
+    rows = phase_table(outcomes, 0.0, [Phase("low", 0, 2), Phase("peak", 2, 3)], {"big": 80.0, "small": 70.0}, fleet,
+                       {"cpu": 0.1, "gpu": 1.0})
     low, peak = rows
+    assert (low["fleet_per_hour"], peak["fleet_per_hour"]) == (0.6, 0.6)
     assert (low["phase"], low["queries"], low["slo_attainment"], low["variants"]) == ("low", 2, 0.5, {"big": 1.0})
     assert (peak["queries"], peak["slo_attainment"], peak["dropped"], peak["variants"]) == (2, 0.5, 1, {"small": 1.0})
     assert "big 100%" in format_rows(rows) and "small 100%" in format_rows(rows)
