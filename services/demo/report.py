@@ -2,7 +2,7 @@
 
 A phase is a stretch of send time (`Phase`); each is scored by the one scorecard live and simulated runs
 share (`shared.sim.scorecard`), plus the variants that answered, so accuracy scaling is visible, and the
-running fleet's $/h over it, from the workers' own events (`Tenure`), so the autoscaler's moves are too.
+running fleet's $/h over it, from the workers' own events (`Tenure`), so a fleet that changes shows in it.
 """
 from __future__ import annotations
 
