@@ -5,7 +5,9 @@
 """
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.launcher import LocalLauncher, ManagedProcess
 from shared.adapters.dead_letter import describe_validation_error
-from shared.settings import REPO_ROOT
+from shared.catalogue import Catalogue
+from shared.policy.registry import dispatch_names, planner_names
+from shared.settings import REPO_ROOT, Settings
 
 #: the configuration ``make demo`` serves
 SERVE_YAML = REPO_ROOT / "infra" / "serve.yaml"
@@ -64,6 +68,59 @@ class ServeConfig(BaseModel):
         fields = {**self.settings, "applications": self.applications, "scheduler_policy": self.policy,
                   "application_policies": self.application_policies}
         return fields | ({"planner": self.planner} if self.planner else {})
+
+
+def checked_settings(config: ServeConfig, path: Path) -> Settings:
+    """The settings ``config`` gives, once every name in it is one Meridian knows; before anything starts,
+    `ConfigError` names the first that is not, where it is in the file, and the closest known names."""
+
+    def refuse(where: str, problem: str, name: str, known: Iterable[str]) -> ConfigError:
+        return ConfigError(f"{path}: {where}: {problem}{_closest(name, known)}")
+
+    # the file's own keys for these: setting them twice would leave one of the two unread
+    own = {"applications", "scheduler_policy", "application_policies", "planner"}
+    for key in config.settings:
+        if key not in Settings.model_fields or key in own:
+            raise refuse(f"settings.{key}", "no such setting", key, set(Settings.model_fields) - own)
+    policies = [("policy", config.policy), *((f"application_policies.{app}", name)
+                                             for app, name in config.application_policies.items())]
+    for where, name in policies:
+        if name not in dispatch_names():
+            raise refuse(where, f"no dispatch policy {name!r}", name, dispatch_names())
+    for app in config.application_policies:
+        if app not in config.applications:
+            raise refuse(f"application_policies.{app}", f"no application {app!r}", app, config.applications)
+    if config.planner is not None and config.planner not in planner_names():
+        raise refuse("planner", f"no planner {config.planner!r}", config.planner, planner_names())
+    try:
+        settings = Settings(**config.settings_fields())
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
+    catalogue = Catalogue.from_settings(settings)
+    families = {p.family for p in catalogue.profiles.variants}
+    for app, names in config.applications.items():
+        for family in names:
+            if not catalogue.variants_of(family):
+                raise refuse(f"applications.{app}", f"no model family {family!r} is profiled", family, families)
+    served = {v for names in config.applications.values() for family in names for v in catalogue.variants_of(family)}
+    devices = [d.name for d in catalogue.profiles.devices]
+    for k, worker in enumerate(config.workers):
+        where = f"workers[{k}] ({worker.id})"
+        if worker.emulate is not None and worker.emulate not in devices:
+            raise refuse(f"{where}.emulate", f"no device {worker.emulate!r} is profiled", worker.emulate, devices)
+        for variant in worker.variants:
+            if variant not in served:
+                raise refuse(f"{where}.variants", f"{variant!r} is no variant of the families served", variant,
+                             served)
+    return settings
+
+
+def _closest(name: str, known: Iterable[str]) -> str:
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    if close:
+        return f"; did you mean {' or '.join(close)}?"
+    return f"; known: {', '.join(names)}" if len(names) <= 12 else ""
 
 
 def settings_env(fields: dict[str, object]) -> dict[str, str]:

@@ -7,14 +7,11 @@ import signal
 import threading
 from pathlib import Path
 
-from pydantic import ValidationError
 
 from services.cli.common import CommandError, summary
 from services.launcher import LocalLauncher
-from services.serve_config import ConfigError, ServeConfig, settings_env, start_services
+from services.serve_config import ConfigError, ServeConfig, checked_settings, settings_env, start_services
 from services.stack import LocalStack
-from shared.adapters.dead_letter import describe_validation_error
-from shared.settings import Settings
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -27,14 +24,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = ServeConfig.load(args.config)
+        settings = checked_settings(config, args.config)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
-    fields = config.settings_fields()
-    try:
-        settings = Settings(**fields)
-    except ValidationError as exc:
-        raise CommandError(f"{args.config}: {describe_validation_error(exc)}") from None
-    env = settings_env(fields)
+    env = settings_env(config.settings_fields())
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())

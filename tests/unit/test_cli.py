@@ -112,6 +112,36 @@ def test_serve_refuses_a_bad_config_with_the_field_at_fault(tmp_path, capsys, te
     assert err.startswith("meridian serve: ") and reason in err and len(err.strip().splitlines()) == 1
 
 
+SERVE_YAML = (REPO_ROOT / "infra/serve.yaml").read_text()
+
+
+@pytest.mark.parametrize("typo, fixed, reason", [
+    ("policy: infaas", "policy: proteos", "policy: no dispatch policy 'proteos'; did you mean proteus?"),
+    ("application_policies: {digits: fcfs}", "application_policies: {digits: fcsf}",
+     "application_policies.digits: no dispatch policy 'fcsf'; did you mean fcfs?"),
+    ("application_policies: {digits: fcfs}", "application_policies: {digit: fcfs}",
+     "application_policies.digit: no application 'digit'; did you mean digits?"),
+    ("# planner: proteus", "planner: proteos", "planner: no planner 'proteos'; did you mean proteus?"),
+    ("  digits: [digits]", "  digits: [digit]",
+     "applications.digits: no model family 'digit' is profiled; did you mean digits?"),
+    ("    emulate: g4dn-emu", "    emulate: g4dn",
+     "workers[2] (emu-g4dn).emulate: no device 'g4dn' is profiled; did you mean g4dn-emu?"),
+    ("efficientnet-lite1, efficientnet-lite2]\n    emulate: cpu-1t", "efficientnet-lite1, efficientnet-lite3]\n    emulate: cpu-1t",
+     "workers[0] (emu-cpu1t).variants: 'efficientnet-lite3' is no variant of the families served; did you mean "
+     "efficientnet-lite2 or efficientnet-lite1 or efficientnet-lite0?"),
+    ("  load_stats_interval_s: 1", "  load_stats_interval_s: 1\n  replan_perod_s: 10",
+     "settings.replan_perod_s: no such setting; did you mean replan_period_s?"),
+])
+def test_serve_names_a_misspelt_name_and_the_closest_it_knows_before_it_starts_anything(
+        tmp_path, capsys, typo, fixed, reason) -> None:
+    assert typo in SERVE_YAML
+    path = tmp_path / "serve.yaml"
+    path.write_text(SERVE_YAML.replace(typo, fixed, 1))
+    assert main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"meridian serve: {path}: {reason}\n"
+
+
 def test_stack_reset_without_yes_only_says_what_it_would_delete(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("MERIDIAN_VAR_DIR", str(tmp_path))
     for name in ("kafka-9092", "logs", "models"):
