@@ -10,7 +10,7 @@ import urllib.request
 
 from kafka.errors import KafkaError
 
-from services.cli.common import CommandError, summary
+from services.cli.common import CommandError, require_broker, summary
 from services.observability.lag_exporter import collect
 from shared.adapters.kafka_io import make_admin
 from shared.settings import Settings
@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     for title, (expr, label) in VIEWS.items():
         print(f"  {title}: {prometheus_view(url, expr, label)}")
     print(f"from Kafka {settings.kafka_bootstrap} (committed offsets):")
+    require_broker(settings.kafka_bootstrap)
     try:
         admin = make_admin(settings)
         try:

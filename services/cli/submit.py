@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from schemas import Query, Result
-from services.cli.common import CommandError, summary
+from services.cli.common import CommandError, require_broker, summary
 from shared.adapters.client import MeridianClient
 from shared.adapters.dead_letter import describe_validation_error
 from shared.serving.wording import reason_kind
@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if not queries:
         raise CommandError(f"{args.inputs} holds no query")
     settings = Settings()
+    require_broker(settings.kafka_bootstrap)
     with MeridianClient(settings, applications=[args.application]) as client:
         for query in tqdm(queries, desc="sending", unit="query", disable=None, file=sys.stderr):
             client.send(query)

@@ -24,6 +24,7 @@ from kafka import TopicPartition
 from pydantic import ValidationError
 
 from schemas import RegisterModel, RegistrationReply
+from services.cli.common import CommandError, require_broker
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error
 from shared.adapters.kafka_io import make_consumer, make_producer
@@ -105,7 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         print(json.dumps({"status": "rejected", "reason": describe_validation_error(exc)}, indent=1))
         return 1
-    answer = request_registration(Settings(), request, timeout_s=args.timeout)
+    settings = Settings()
+    try:
+        require_broker(settings.kafka_bootstrap)
+    except CommandError as exc:
+        print(f"meridian register: {exc}", file=sys.stderr)
+        return 2
+    answer = request_registration(settings, request, timeout_s=args.timeout)
     if answer is None:
         print(f"no reply to {request.request_id} within {args.timeout:g} s", file=sys.stderr)
         return 2

@@ -60,6 +60,29 @@ def test_submit_refuses_what_it_cannot_read(tmp_path, capsys) -> None:
     assert code == 2 and "holds no query" in err
 
 
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed again once the block ends: nothing listens there
+
+
+@pytest.mark.parametrize("command", [["submit", "{rows}", "--application", "digits", "--slo-ms", "100"], ["status"],
+                                     ["register", "--model-name", "m", "--model-file", "{model}", "--validation-set",
+                                      "{rows}", "--app-id", "a", "--input-shape", "1,8,8"]])
+def test_without_a_broker_a_command_says_so_in_one_line(tmp_path, monkeypatch, capsys, command) -> None:
+    port = closed_port()
+    monkeypatch.setenv("MERIDIAN_KAFKA_BOOTSTRAP", f"127.0.0.1:{port}")
+    monkeypatch.setenv("MERIDIAN_PROMETHEUS_PORT", str(port))
+    np.savez(tmp_path / "rows.npz", x=np.zeros((2, 1, 8, 8), np.float32), y=np.zeros(2, np.int64))
+    (tmp_path / "m.onnx").write_bytes(b"onnx")
+    argv = [a.format(rows=tmp_path / "rows.npz", model=tmp_path / "m.onnx") for a in command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"meridian {command[0]}: no Kafka broker at 127.0.0.1:{port}: is the stack up? (`meridian stack up`)\n"
+
+
 def test_submit_writes_to_a_reader_that_stopped_without_a_traceback(monkeypatch) -> None:
     from schemas import Result, ResultStatus
     from services.cli.submit import write_results
