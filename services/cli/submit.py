@@ -1,9 +1,7 @@
 """``meridian submit``: send queries from a file and print (or write) their results as JSON lines.
 
-Inputs: an ``.npz`` (array ``x``, or its only array; each row along the first axis is one query) or JSON
-lines (each a list of one query's rows, or an object with ``inputs`` and any `Query` field). Exits 0 when
-every query was answered ok, 1 when any was not (the summary counts each status and its commonest
-reasons), 2 for input it cannot use.
+Exits 0 when every query was answered ok, 1 when any was not (the summary counts each status and its
+commonest reasons), 2 for input it cannot use.
 """
 from __future__ import annotations
 
@@ -17,21 +15,41 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+from kafka.errors import KafkaError
 from pydantic import ValidationError
 from tqdm import tqdm
 
 from schemas import Query, Result
 from services.cli.common import CommandError, require_broker, summary
+from services.observability.lag_exporter import collect
+from shared.adapters import topics
 from shared.adapters.client import MeridianClient
 from shared.adapters.dead_letter import describe_validation_error
+from shared.adapters.kafka_io import make_admin
+from shared.catalogue import Catalogue
 from shared.serving.wording import reason_kind
 from shared.settings import Settings
 from shared.tensors import encode
 
 
+#: seconds without any answer after which it looks for a scheduler
+QUIET_S = 3.0
+FORMATS = """\
+inputs:
+  .npz    array `x` (or the file's only array): each entry along its first axis is one query's one row
+  .jsonl  one query per line: one row (an array of the model's row shape), a list of rows, or an object
+          with `inputs` (one row or a list of rows) and any other Query field (slo_ms, accuracy_floor, ...)
+
+example, two digits queries (the digits models take rows of shape 1x8x8):
+  $ python -c "import json; [print(json.dumps([[[0.0] * 8] * 8])) for _ in range(2)]" > two.jsonl
+  $ meridian submit two.jsonl --application digits --slo-ms 100
+"""
+
+
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("submit", help="send queries from an .npz or JSON-lines file, print the results",
-                                 description=summary(__doc__))
+                                 description=summary(__doc__), epilog=FORMATS,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", type=Path, help=".npz or .jsonl file")
     parser.add_argument("--application", required=True)
     parser.add_argument("--model", default=None, help="a family or a variant (default: any the application has)")
@@ -53,7 +71,12 @@ def run(args: argparse.Namespace) -> int:
             client.send(query)
         client.flush()
         ids = [q.query_id for q in queries]
-        complete = client.wait_for(ids, timeout_s=args.timeout)
+        complete = client.wait_for(ids, timeout_s=min(QUIET_S, args.timeout))
+        if not complete and not client.results and scheduler_members(settings) == 0:
+            print(f"nothing consumes {topics.QUERIES} (consumer group {topics.SCHEDULER_GROUP} has no member): is "
+                  "a scheduler running? (`meridian serve --config infra/serve.yaml`)", file=sys.stderr, flush=True)
+        if not complete:
+            complete = client.wait_for(ids, timeout_s=max(0.0, args.timeout - QUIET_S))
         results = [client.results[i][0] for i in ids if i in client.results]
     write_results(results, args.out)
     print(f"{len(queries)} sent to {settings.kafka_bootstrap}, {answered(results)}"
@@ -61,6 +84,18 @@ def run(args: argparse.Namespace) -> int:
     if not complete:
         raise CommandError(f"{len(queries) - len(results)} queries unanswered after {args.timeout:g} s", code=1)
     return 0 if all(r.status.value == "ok" for r in results) else 1
+
+
+def scheduler_members(settings: Settings) -> int | None:
+    """How many scheduler processes read the queries topic now (None: the broker did not say)."""
+    try:
+        admin = make_admin(settings)
+        try:
+            return collect(admin, group_prefix=topics.SCHEDULER_GROUP).members.get(topics.SCHEDULER_GROUP, 0)
+        finally:
+            admin.close()
+    except KafkaError:
+        return None
 
 
 def write_results(results: list[Result], path: Path | None) -> None:
@@ -101,6 +136,7 @@ def read_queries(args: argparse.Namespace) -> Iterator[Query]:
         raise CommandError(f"no such file: {args.inputs}")
     goals = {"application": args.application, "model": args.model, "slo_ms": args.slo_ms,
              "accuracy_floor": args.accuracy_floor}
+    shape = row_shape(Settings(), args.application, args.model)
     if args.inputs.suffix == ".npz":
         rows = npz_rows(args.inputs)
         for k in range(len(rows)):
@@ -108,7 +144,7 @@ def read_queries(args: argparse.Namespace) -> Iterator[Query]:
     elif args.inputs.suffix in (".jsonl", ".json"):
         for number, line in enumerate(args.inputs.read_text().splitlines(), start=1):
             if line.strip():
-                yield make_query({**goals, **json_fields(line, number)}, where=f"line {number}")
+                yield make_query({**goals, **json_fields(line, number, shape)}, where=f"line {number}")
     else:
         raise CommandError(f"{args.inputs}: expected an .npz or .jsonl file")
 
@@ -120,15 +156,27 @@ def npz_rows(path: Path) -> np.ndarray:
         return arrays["x" if "x" in arrays else arrays.files[0]]
 
 
-def json_fields(line: str, number: int) -> dict[str, object]:
+def row_shape(settings: Settings, application: str, model: str | None) -> tuple[int, ...] | None:
+    """The one row shape the application's models (or ``model``) take, as profiled here; None when they take
+    several or none is profiled (an application registered elsewhere)."""
+    catalogue = Catalogue.from_settings(settings)
+    families = [model] if model else settings.applications.get(application, [])
+    variants = [v for name in families for v in (catalogue.variants_of(name) or [name])]
+    shapes = {tuple(p.input_shape) for v in variants for p in catalogue.profiles_of(v) if p.input_shape}
+    return shapes.pop() if len(shapes) == 1 else None
+
+
+def json_fields(line: str, number: int, shape: tuple[int, ...] | None) -> dict[str, object]:
+    """A line's query fields; ``inputs`` of exactly the row ``shape`` are one row."""
     try:
         fields = json.loads(line)
     except json.JSONDecodeError as exc:
         raise CommandError(f"line {number}: not JSON ({exc.msg})") from None
     fields = {"inputs": fields} if isinstance(fields, list) else fields
     if not isinstance(fields, dict) or "inputs" not in fields:
-        raise CommandError(f"line {number}: expected a list of rows or an object with `inputs`")
-    fields["inputs"] = np.asarray(fields["inputs"], dtype=np.float32)
+        raise CommandError(f"line {number}: expected a row, a list of rows or an object with `inputs`")
+    inputs = np.asarray(fields["inputs"], dtype=np.float32)
+    fields["inputs"] = inputs[np.newaxis] if shape is not None and inputs.shape == shape else inputs
     return fields
 
 

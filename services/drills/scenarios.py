@@ -230,7 +230,7 @@ def overload(stack: LocalStack, log_dir: Path, port_base: int, config: DrillConf
         def watch_while_overloaded() -> None:
             start = time.monotonic()
             while time.monotonic() < start + config.duration_s:
-                lag = collect(admin, group_prefix="meridian-scheduler").lag_messages
+                lag = collect(admin, group_prefix=topics.SCHEDULER_GROUP).lag_messages
                 for name, value in (("sample_t_s", time.monotonic() - start), ("rss_mb", _rss_mb(scheduler)),
                                     ("queue_depth", _metric(scheduler, "meridian_queue_depth")),
                                     ("lag_messages", float(sum(lag.values())))):

@@ -61,7 +61,7 @@ def make_core(settings: Settings, catalogue: Catalogue) -> SchedulerCore:
 
 
 def build_app(settings: Settings) -> faust.App:
-    app = faust.App("meridian-scheduler", **app_options(settings))
+    app = faust.App(topics.SCHEDULER_GROUP, **app_options(settings))
     dead_letter_topic = app.topic(topics.DEAD_LETTER)
     core = make_core(settings, Catalogue.from_settings(settings))
     policies = cast(PerApplicationDispatch, core.policy)

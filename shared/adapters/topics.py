@@ -25,6 +25,8 @@ from kafka.errors import TopicAlreadyExistsError
 from shared.settings import Settings
 
 QUERIES = "meridian.queries"
+#: the consumer group of the scheduler processes (faust's app id), which reads ``QUERIES``
+SCHEDULER_GROUP = "meridian-scheduler"
 #: rejections of messages that name no known application (every application's answers have their own topic)
 RESULTS = "meridian.results"
 RESULTS_PREFIX = "meridian.results."

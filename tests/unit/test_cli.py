@@ -53,11 +53,46 @@ def test_submit_refuses_what_it_cannot_read(tmp_path, capsys) -> None:
     code, err = submit(tmp_path, "rows.jsonl", "[[1.0, 2.0]]\n{not json\n", capsys)
     assert code == 2 and "line 2: not JSON" in err
     code, err = submit(tmp_path, "rows.jsonl", json.dumps({"rows": [[1.0]]}) + "\n", capsys)
-    assert code == 2 and "line 1: expected a list of rows or an object with `inputs`" in err
+    assert code == 2 and "line 1: expected a row, a list of rows or an object with `inputs`" in err
     code, err = submit(tmp_path, "rows.jsonl", json.dumps({"inputs": [[1.0]], "slo_ms": -5}) + "\n", capsys)
     assert code == 2 and "line 1" in err and "slo_ms" in err
     code, err = submit(tmp_path, "empty.jsonl", "\n", capsys)
     assert code == 2 and "holds no query" in err
+
+
+def test_submit_takes_one_row_or_a_list_of_rows_per_json_line(tmp_path) -> None:
+    import argparse
+
+    from services.cli.submit import read_queries
+
+    one_row, two_rows = [[[0.0] * 8] * 8], [[[[0.0] * 8] * 8]] * 2  # a 1x8x8 row; a list of two
+    (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(v) for v in (one_row, two_rows, {"inputs": one_row})))
+    args = argparse.Namespace(inputs=tmp_path / "q.jsonl", application="digits", model=None, slo_ms=100.0,
+                              accuracy_floor=None)
+    assert [q.batch_size for q in read_queries(args)] == [1, 2, 1]
+
+
+def test_submit_says_when_nothing_consumes_the_queries(tmp_path, monkeypatch, capsys) -> None:
+    from services.cli import submit as command
+
+    class Unanswered:
+        results: dict = {}
+
+        def __init__(self, *_, **__) -> None: ...
+        def __enter__(self): return self
+        def __exit__(self, *_) -> None: ...
+        def send(self, query): return query
+        def flush(self) -> None: ...
+        def wait_for(self, ids, timeout_s) -> bool: return False
+
+    monkeypatch.setattr(command, "MeridianClient", Unanswered)
+    monkeypatch.setattr(command, "require_broker", lambda bootstrap: None)
+    monkeypatch.setattr(command, "scheduler_members", lambda settings: 0)
+    (tmp_path / "q.jsonl").write_text(json.dumps([[[0.0] * 8] * 8]) + "\n")
+    assert main(["submit", str(tmp_path / "q.jsonl"), "--application", "digits", "--slo-ms", "100"]) == 1
+    err = capsys.readouterr().err
+    assert "nothing consumes meridian.queries (consumer group meridian-scheduler has no member)" in err
+    assert "1 queries unanswered after 60 s" in err
 
 
 def closed_port() -> int:
