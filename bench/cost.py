@@ -15,11 +15,11 @@ Setting (repeated in the output's ``setup``):
   smoothed over `SMOOTH_MIN` minutes, see `rate_curve`), min-max scaled to `LOW_QPS`..`PEAK_QPS`,
   compressed into `DURATION_S`, Poisson within each minute;
   after `WARM_UP_S` at the first minute's rate (not measured).
-* **Systems**, each served live by the scheduler (INFaaS's getVariant) and the registry (its monitoring
-  daemon): ``infaas``, the autoscaler service, starting with the fleet INFaaS's greedy settles at for the
-  first minute's rate (``autoscaler_initial_fleet``; ``make bench-autoscale`` starts so too); ``static``, the
-  fleet it settles at for the peak (`shared.autoscale.fluid.settle`), started first and held.
-  ``kairos``, Kairos' planner service (`shared.kairos.control.KairosPlanningLoop`) with the fleet service and
+* **Systems**, each served live through Kafka. Two by the scheduler's INFaaS getVariant and the registry
+  (its monitoring daemon): ``infaas``, the autoscaler service, starting with the fleet INFaaS's greedy
+  settles at for the first minute's rate (``autoscaler_initial_fleet``; ``make bench-autoscale`` starts so
+  too); ``static``, the fleet it settles at for the peak (`shared.autoscale.fluid.settle`), started first
+  and held. And ``kairos``, Kairos' planner service (`shared.kairos.control.KairosPlanningLoop`) with the fleet service and
   the scheduler's Kairos matching: its budget is the least (in steps of `BUDGET_STEP`) for which the
   configuration it picks has an upper bound of at least the peak (`kairos_budget`); it plans from the
   warm-up's query sizes, and the fleet service starts the plan. Kairos re-plans when the size mix shifts,
