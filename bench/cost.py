@@ -161,14 +161,17 @@ def kairos_budget(profiles: ProfileSet) -> tuple[float, FleetPlan]:
     raise ValueError(f"no budget up to ${budget}/h buys Kairos {PEAK_QPS} q/s")
 
 
+def kairos_fields(budget_per_hour: float) -> dict[str, object]:
+    """The settings Kairos' planner runs with, live and simulated."""
+    return {"planner": "kairos", "planner_budget_per_hour": budget_per_hour, "planner_min_queries": KAIROS_MIN_QUERIES}
+
+
 def run_env(profiles_dir: Path, initial: Sequence[StartWorker], kairos_budget_per_hour: float) -> dict[str, str]:
     """Every process's settings; the autoscaler starts `initial`; Kairos' planner plans within its budget."""
     fleet = [{"device": w.device, "variants": [i.variant for i in w.instances]} for w in initial]
     return {**settings_env({"applications": {APPLICATION: [FAMILY]}, "application_slo_ms": {APPLICATION: SLO_MS},
                             "scheduler_policy": "infaas", "load_stats_interval_s": 1.0,
-                            "autoscaler_initial_fleet": fleet, "planner": "kairos",
-                            "planner_budget_per_hour": kairos_budget_per_hour,
-                            "planner_min_queries": KAIROS_MIN_QUERIES}),
+                            "autoscaler_initial_fleet": fleet, **kairos_fields(kairos_budget_per_hour)}),
             "MERIDIAN_PROFILES_DIR": str(profiles_dir), "MERIDIAN_LOCAL_DEVICE": "none",
             "MERIDIAN_AUTOSCALER_METRICS_PORT": str(PORTS["autoscaler"]),
             "MERIDIAN_AUTOSCALER_WORKER_PORT_BASE": str(PORTS["autoscaler_workers"]),
@@ -452,9 +455,8 @@ def main(argv: list[str] | None = None) -> None:
                 running = [w for w in fleet_from_events((t, e) for t, e in run.recording.events if t <= run.start_s)
                            if w.stopped_s is None]
                 if system == "kairos":
-                    sim = simulate_kairos(settings.model_copy(update={
-                        "scheduler_policy": "kairos", "planner": "kairos", "planner_budget_per_hour": budget,
-                        "planner_min_queries": KAIROS_MIN_QUERIES}), run, running, profiles)
+                    sim = simulate_kairos(settings.model_copy(update={"scheduler_policy": "kairos",
+                                                                      **kairos_fields(budget)}), run, running, profiles)
                 else:
                     sim = simulate(system, catalogue, settings, run, starting_fleet(running), profiles)
                 runs[system] = {"live": live_entry(run, profiles), "sim": sim,

@@ -62,6 +62,7 @@ def autoscale_catalogue(settings: Settings) -> Catalogue:
 
 def initial_fleet(settings: Settings, catalogue: Catalogue) -> tuple[StartWorker, ...]:
     """``autoscaler_initial_fleet`` as start actions, each variant serving the first application it may serve."""
+    serves = catalogue.applications_by_option(settings.infaas_latency_budget)
     fleet = []
     for k, machine in enumerate(settings.autoscaler_initial_fleet):
         if machine.device not in catalogue.worker_type:
@@ -69,13 +70,11 @@ def initial_fleet(settings: Settings, catalogue: Catalogue) -> tuple[StartWorker
                              f"known: {', '.join(sorted(catalogue.worker_type))}")
         instances = []
         for variant in machine.variants:
-            application = next((a.name for a in catalogue.applications
-                                if (variant, machine.device) in {o.key for o in catalogue.eligible(
-                                    a.name, settings.infaas_latency_budget)}), None)
-            if application is None:
+            applications = serves.get((variant, machine.device))
+            if not applications:
                 raise SystemExit(f"autoscaler: autoscaler_initial_fleet: no application may use {variant!r} on "
                                  f"{machine.device!r} within its SLO")
-            instances.append(InstanceSpec(variant, application))
+            instances.append(InstanceSpec(variant, applications[0]))
         fleet.append(StartWorker(f"init-{machine.device}-{k}", machine.device, tuple(instances), "initial fleet"))
     return tuple(fleet)
 

@@ -205,6 +205,15 @@ class Catalogue:
         app = self.application[application]
         return tuple(o for o in self._eligible[application] if o.meets_slo(app.slo_ms, latency_budget))
 
+    def applications_by_option(self, latency_budget: float) -> dict[tuple[str, str], list[str]]:
+        """``(variant, device)`` -> the applications it may serve within their SLO, in catalogue order: whom an
+        instance loaded without being asked for serves."""
+        serves: dict[tuple[str, str], list[str]] = {}
+        for app in self.applications:
+            for option in self.eligible(app.name, latency_budget):
+                serves.setdefault(option.key, []).append(app.name)
+        return serves
+
     def with_applications(self, applications: Iterable[Application]) -> Catalogue:
         """The same hardware and variants serving other applications (e.g. pinned baselines)."""
         return Catalogue(self.worker_types, self.options, tuple(applications), self.source)

@@ -5,10 +5,10 @@ ask for an `AutoscaleState` once per poll. Which machines and instances exist is
 asked for count from the moment it asked (booting, then loading), so one burst does not start a machine
 per poll. A worker holds each variant once (it is one process with a set of loaded variants); the
 instance serves the application it was asked for, or, loaded unasked (by the dispatcher, or before the
-autoscaler started), the first application it is eligible for. A worker it did not start is its own only if it
-holds a variant one of its applications may use: a worker serving other applications is another policy's. How each ready instance is doing (served
-rate, Fig. 4 state, worker utilization) comes from the one INFaaS monitor
-(`shared.infaas.monitor.InfaasMonitor`), keyed by ``(worker_id, variant)``.
+autoscaler started), the first application it is eligible for. A worker it did not start is its own only if
+it holds a variant one of its applications may use: a worker serving other applications is another policy's.
+How each ready instance is doing (served rate, Fig. 4 state, worker utilization) comes from the one INFaaS
+monitor (`shared.infaas.monitor.InfaasMonitor`), keyed by ``(worker_id, variant)``.
 """
 from __future__ import annotations
 
@@ -48,10 +48,7 @@ class FleetTracker:
         self.workers: dict[str, _Worker] = {}
         self.demand_qps: dict[str, float] = {}
         #: (variant, device) -> the applications it may serve, in catalogue order
-        self._serves: dict[tuple[str, str], list[str]] = {}
-        for app in catalogue.applications:
-            for option in catalogue.eligible(app.name, self.monitor.config.latency_budget):
-                self._serves.setdefault(option.key, []).append(app.name)
+        self._serves = catalogue.applications_by_option(self.monitor.config.latency_budget)
 
     # -- inputs ---------------------------------------------------------------------------------
     def on_load_statistics(self, stats: LoadStatistics) -> None:

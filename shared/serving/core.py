@@ -328,12 +328,7 @@ class SchedulerCore:
             overhead = max(0.0, taken - (batch.predicted_finish_s - batch.predicted_start_s))
             record.overhead_s += 0.2 * (overhead - record.overhead_s)
             self._capacity.clear()
-        record.last_seen_s = record.available_at_s = now
-        record.idle_view = None
-        if record.inflight:
-            record.busy_until_s = max(b.predicted_finish_s for b in record.inflight.values())
-        else:
-            self._idle.add(worker_id)
+        self._batch_left(worker_id, record, now)
         computed = batch.rows if rows is None else rows
         if computed:
             self.policy.on_batch_finished(record.device, batch.variant, computed, compute_ms)
@@ -346,13 +341,18 @@ class SchedulerCore:
         batch = record.inflight.pop(batch_id, None) if record is not None else None
         if batch is None:
             return
-        record.last_seen_s = record.available_at_s = self._clock()
+        self._batch_left(worker_id, record, self._clock())
+        self.variant_changed(worker_id, variant, loaded=False)
+        self._requeue(batch.items)
+
+    def _batch_left(self, worker_id: str, record: TrackedWorker, now: float) -> None:
+        """A batch left the worker (finished or handed back): it is free now unless more are on their way."""
+        record.last_seen_s = record.available_at_s = now
+        record.idle_view = None
         if record.inflight:
             record.busy_until_s = max(b.predicted_finish_s for b in record.inflight.values())
         else:
             self._idle.add(worker_id)
-        self.variant_changed(worker_id, variant, loaded=False)
-        self._requeue(batch.items)
 
     def variant_changed(self, worker_id: str, variant: str, *, loaded: bool) -> None:
         record = self.workers.get(worker_id)

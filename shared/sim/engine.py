@@ -395,7 +395,8 @@ class Simulation:
         if rejection is not None:
             self._drop(i, rejection.reason)
         self.counts[application] = self.counts.get(application, 0) + 1
-        self.sizes.setdefault(application, []).append(rows)
+        if self.controller is not None:
+            self.sizes.setdefault(application, []).append(rows)
         if k + 1 < len(self.admit_order):
             self._push(self.admit_s[k + 1], EventType.ARRIVAL, k + 1)
 
