@@ -143,7 +143,7 @@ def report(catalogue: Catalogue, sent: list[Query], answers: dict[str, tuple[Res
     ok = int(np.count_nonzero(~np.isnan(outcomes.answered_s)))
     print(f"bill: ${dollars:.5f} for the run's {end - start:.0f} s (every running worker at its profile's price), "
           f"${1000 * dollars / max(ok, 1):.6f} per 1,000 queries answered ok")
-    best = {app: max(catalogue.profiles_of(v)[0].accuracy for family in families for v in catalogue.variants_of(family))
+    best = {app: max(accuracy[v] for family in families for v in catalogue.variants_of(family) if v in accuracy)
             for app, families in APPLICATIONS.items()}
     figure = plot(outcomes, start, stages, accuracy, best, tenures, prices, figure_path)
     figure.with_suffix(".json").write_text(json.dumps(table, indent=2))

@@ -87,32 +87,65 @@ def _ms(value: object) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
+class Lines(NamedTuple):
+    """One application's lines in the figure. Load is over every bin (sending nothing is a real zero); SLO
+    attainment and effective accuracy only over the bins where it sent queries, so a bin it sent nothing in
+    is skipped and the line joins across it: nothing was asked, nothing failed, and a break there would read
+    as an outage."""
+
+    t_s: np.ndarray
+    sent_qps: np.ndarray
+    asked_t_s: np.ndarray
+    #: percent of the queries sent in the bin; 0 where none was answered within its SLO
+    slo_attainment_pct: np.ndarray
+    #: percent points, what the phase table prints; NaN (a gap) where queries were sent and none answered ok
+    effective_accuracy: np.ndarray
+
+
+def lines(outcomes: Outcomes, start_s: float, accuracy: Mapping[str, float]) -> Lines:
+    """``outcomes`` of one application, scored per `BIN_S` of send time by the scorecard `phase_table` uses,
+    in its units, so the figure and the table agree."""
+    series = {k: np.asarray(v, dtype=float) for k, v in over_time(outcomes, accuracy, start_s=start_s,
+                                                                   bin_s=BIN_S).items()}
+    t_s = series["t_s"] + BIN_S / 2
+    asked = series["sent"] > 0
+    return Lines(t_s=t_s, sent_qps=series["sent"] / BIN_S, asked_t_s=t_s[asked],
+                 slo_attainment_pct=100.0 * series["slo_attainment"][asked],
+                 effective_accuracy=series["effective_accuracy"][asked])
+
+
 def plot(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: Mapping[str, float],
          best_accuracy: Mapping[str, float], tenures: Sequence[Tenure], prices: Mapping[str, float],
          path: Path) -> Path:
-    """Load, effective accuracy (as a share of the application's most accurate variant, so applications of
-    different accuracies share an axis), SLO attainment and the running fleet's $/h, over send time."""
+    """Load, effective accuracy beside the application's most accurate variant (``best_accuracy``, percent
+    as ``accuracy``), SLO attainment and the running fleet's $/h, over send time. Every axis starts at zero,
+    so a dip of a point looks like one, and accuracy is absolute, the number the table prints."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(4, 1, figsize=(10, 10), sharex=True)
     for app in sorted(set(outcomes.application)):
-        series = over_time(outcomes.only(outcomes.application == app), accuracy, start_s=start_s, bin_s=BIN_S)
-        t = np.asarray(series["t_s"]) + BIN_S / 2
-        axes[0].plot(t, np.asarray(series["sent"]) / BIN_S, label=app)
-        axes[1].plot(t, np.asarray(series["effective_accuracy"]) / best_accuracy[app], label=app)
-        axes[2].plot(t, 100.0 * np.asarray(series["slo_attainment"]), label=app)
+        drawn = lines(outcomes.only(outcomes.application == app), start_s, accuracy)
+        colour = axes[0].plot(drawn.t_s, drawn.sent_qps, label=app)[0].get_color()
+        axes[1].plot(drawn.asked_t_s, drawn.effective_accuracy, color=colour, label=f"{app}: effective")
+        axes[1].axhline(best_accuracy[app], color=colour, linestyle="--", linewidth=1,
+                        label=f"{app}: its most accurate variant ({best_accuracy[app]:.1f})")
+        axes[2].plot(drawn.asked_t_s, drawn.slo_attainment_pct, color=colour, label=app)
     end = max(p.end_s for p in stages)
     seconds = np.arange(0.0, end, 1.0)
     running = [fleet_dollars_per_hour(tenures, prices, start_s + t, start_s + t + 1.0) for t in seconds]
     axes[3].step(seconds, running, where="post", color="k", label="the running workers (from their events)")
-    for ax, label in zip(axes, ("queries/s sent", "accuracy, % of best", "SLO attainment (%)", "fleet $/h")):
+    labels = ("queries/s sent", "effective accuracy (%)", "SLO attainment (%)", "fleet $/h")
+    for ax, label in zip(axes, labels):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         for phase in stages[1:]:
             ax.axvline(phase.start_s, color="grey", linestyle=":")
         ax.legend(loc="lower left", fontsize=8)
+    axes[0].set_ylim(bottom=0.0)
+    for ax in axes[1:3]:
+        ax.set_ylim(0.0, 102.0)
     for phase in stages:
         axes[0].text((phase.start_s + phase.end_s) / 2, axes[0].get_ylim()[1] * 0.92, phase.name, ha="center")
     axes[3].set_ylim(0.0, max(running, default=0.0) * 1.5 or 1.0)
