@@ -2,31 +2,43 @@
 PYTHON ?= python3
 VAR := var
 STAMP := $(VAR)/.installed
+DEV_STAMP := $(VAR)/.installed-dev
+DIGITS := $(VAR)/models/.digits
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
+.PHONY: install install-dev models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
         bench-autoscale bench-cost bench-faults bench-sim-core bench-fidelity bench-serving bench-scale clean
 
+# The runtime (serve, the client, the CLI); building models and the tests add torch and pytest.
 $(STAMP): pyproject.toml infra/install.sh
 	bash infra/install.sh
 	@mkdir -p $(VAR) && touch $(STAMP)
 
+$(DEV_STAMP): $(STAMP)
+	bash infra/install.sh dev
+	@touch $(DEV_STAMP)
+
 install: $(STAMP)
 
-# The ONNX files the services load (deterministic; retrained only when the recipe changes).
-$(VAR)/models/.built: $(STAMP) $(wildcard shared/modelzoo/*.py)
-	$(PYTHON) -m shared.modelzoo.build --out $(VAR)/models --no-profile
+install-dev: $(DEV_STAMP)
+
+# The digits family as committed in profiles/digits (ONNX files and the test split): serving needs no torch.
+$(DIGITS): $(STAMP) $(wildcard profiles/digits/*)
+	@mkdir -p $(VAR)/models && cp profiles/digits/* $(VAR)/models/ && touch $@
+
+# ... and EfficientNet-Lite exported from its pretrained weights (torch), for the tests and benches.
+$(VAR)/models/.built: $(DEV_STAMP) $(DIGITS) shared/modelzoo/efficientnet.py
 	$(PYTHON) -m shared.modelzoo.efficientnet --out $(VAR)/models --no-profile
 	@touch $@
 
-# Train, export and re-measure: rewrites the committed profiles/digits.json.
-models: $(STAMP)
-	$(PYTHON) -m shared.modelzoo.build --out $(VAR)/models --profiles profiles/digits.json
-	@touch $(VAR)/models/.built
+# Retrain, export and re-measure the digits family: rewrites profiles/digits/ and profiles/digits.json.
+models: $(DEV_STAMP)
+	$(PYTHON) -m shared.modelzoo.build --out profiles/digits --profiles profiles/digits.json
+	$(MAKE) $(DIGITS)
 
 # Export the pretrained EfficientNet-Lite0/1/2 and re-measure: rewrites profiles/efficientnet-lite.json.
-models-efficientnet: $(STAMP)
+models-efficientnet: $(DEV_STAMP)
 	$(PYTHON) -m shared.modelzoo.efficientnet --out $(VAR)/models --profiles profiles/efficientnet-lite.json
 
 stack-up: install
@@ -39,21 +51,21 @@ stack-down:
 	-bash infra/redis/redis.sh stop
 	-bash infra/prometheus/prometheus.sh stop
 
-demo: $(VAR)/models/.built
+demo: $(DIGITS)
 	$(PYTHON) -m services.demo
 
 # The quick first smoke test: digits on two CPU workers, first come first served.
-demo-fcfs: $(VAR)/models/.built
+demo-fcfs: $(DIGITS)
 	$(PYTHON) -m services.demo.fcfs
 
 # The demo, then each overview dashboard panel as Prometheus draws it (headless Chromium), in var/dashboards/.
-dashboards-shot: $(VAR)/models/.built
+dashboards-shot: $(DIGITS)
 	$(PYTHON) -m services.demo --screenshots
 
 test: $(VAR)/models/.built
 	$(PYTHON) -m pytest -q
 
-test-unit: install
+test-unit: $(DEV_STAMP)
 	$(PYTHON) -m pytest -q tests/unit
 
 test-integration: $(VAR)/models/.built

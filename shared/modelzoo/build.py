@@ -1,12 +1,16 @@
 """Build the ``digits`` family: train, export to ONNX, profile, and write the profile set.
 
-Run from the repository root::
+Run from the repository root (``make models``)::
 
-    python -m shared.modelzoo.build --out var/models --profiles profiles/digits.json
+    python -m shared.modelzoo.build --out profiles/digits --profiles profiles/digits.json
 
 Writes ``<out>/<variant>.onnx`` for every variant of `shared.modelzoo.digits.VARIANTS`, the held-out test
 split ``<out>/digits-test.npz`` (keys ``x``, ``y``; the registry's validation set), and the
 `shared.profiles.format.ProfileSet` JSON measured by `shared.modelzoo.profiler` on every usable provider.
+
+The files are committed under `SHIPPED_DIR` (3.6 MB), so serving them needs onnxruntime but not torch or
+scikit-learn: ``make demo`` copies them into ``var/models`` and a light install is enough
+(``tests/unit/test_digits_shipped.py`` retrains them and checks the recipe still gives the same weights).
 
 A variant is trained only when its ONNX file is missing or was built from another recipe: each file
 carries the `shared.modelzoo.digits.recipe_sha256` it was built from in its metadata. Training is
@@ -37,12 +41,14 @@ from shared.modelzoo.profiler import (
 from shared.onnx_runtime import usable_providers
 from shared.profiles.format import ProfileSet, VariantProfile
 
-__all__ = ["TEST_SPLIT_FILE", "build_models", "build_profiles", "main"]
+__all__ = ["SHIPPED_DIR", "TEST_SPLIT_FILE", "build_models", "build_profiles", "main"]
 
 logger = logging.getLogger("shared.modelzoo.build")
 
 #: File name of the held-out test split inside the output folder.
 TEST_SPLIT_FILE = "digits-test.npz"
+#: Where the built family is committed, beside its profile set.
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "profiles" / "digits"
 #: Default latency SLO of the family (ms): generous next to sub-millisecond inference, so queueing and
 #: batching decide whether it is met.
 DIGITS_SLO_MS = 50.0
@@ -203,7 +209,7 @@ def build_profiles(
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Train, export and profile the digits model family.")
-    parser.add_argument("--out", default="var/models", help="folder for the .onnx files and the test split")
+    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder for the .onnx files and the test split")
     parser.add_argument("--profiles", default="profiles/digits.json", help="ProfileSet JSON to write")
     parser.add_argument("--no-profile", action="store_true",
                         help="only train and export (the committed profiles stay as measured)")

@@ -167,6 +167,32 @@ def test_build_skips_training_when_the_recipe_is_unchanged(tmp_path, monkeypatch
         build.build_models(tmp_path, variants=[_quick(digits.VARIANTS[0].name, 3)])
 
 
+def _weights(model_bytes: bytes) -> dict[str, np.ndarray]:
+    import onnx
+    from onnx import numpy_helper
+
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(model_bytes).graph.initializer}
+
+
+def test_the_shipped_family_is_what_its_recipe_builds(tmp_path, split):
+    """profiles/digits/ is served without torch, so it must stay what `make models` would build now."""
+    rebuilt = build.build_models(tmp_path, force=True)
+    shipped = build.SHIPPED_DIR
+    with np.load(shipped / build.TEST_SPLIT_FILE) as test_split:
+        assert np.array_equal(test_split["x"], split.x_test) and np.array_equal(test_split["y"], split.y_test)
+    assert sorted(p.name for p in shipped.glob("*.onnx")) == sorted(f"{v.name}.onnx" for v in digits.VARIANTS)
+    for variant in digits.VARIANTS:
+        ours, theirs = (shipped / f"{variant.name}.onnx").read_bytes(), rebuilt[variant.name].read_bytes()
+        expected, got = _weights(theirs), _weights(ours)
+        assert expected.keys() == got.keys(), variant.name
+        for name, weight in expected.items():
+            np.testing.assert_allclose(got[name], weight, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{variant.name}: {name} differs: run `make models`")
+        predictions = [run_batch(make_session(m, provider=CPU_PROVIDER), split.x_test).argmax(axis=1)
+                       for m in (ours, theirs)]
+        assert np.array_equal(*predictions), variant.name
+
+
 def test_committed_profiles_show_the_trade_off():
     profiles = ProfileSet.load(PROFILES)
     assert profiles.slo_ms["digits"] > 0
