@@ -7,20 +7,39 @@ import json
 import time
 import urllib.parse
 import urllib.request
+from typing import Any
 
 from kafka.errors import KafkaError
 
 from services.cli.common import CommandError, require_broker, summary
-from services.observability.lag_exporter import collect
+from services.observability.lag_exporter import LagSnapshot, collect
+from shared.adapters import topics
 from shared.adapters.kafka_io import make_admin
 from shared.settings import Settings
 
-#: title -> (PromQL, the label that names a row)
+#: a series is live if Prometheus sampled it within this many seconds (two scrape intervals of the compose
+#: stack, five of the local one). Older ones are an earlier run's: Prometheus answers with a series' last
+#: sample for 5 minutes unless it marked the series stale, and it marks none when it stops, so after a
+#: stack restart the earlier processes (other ports, the same worker names) still answer, `up` 1 included.
+LIVE_S = 10
+
+
+def live(selector: str) -> str:
+    """PromQL: the series of ``selector`` sampled in the last `LIVE_S` seconds."""
+    return f"({selector} and timestamp({selector}) > time() - {LIVE_S})"
+
+
+#: a worker's consumer group: this and its id
+WORKER_GROUP = topics.worker_group("")
+#: the sample time of each live worker's series (`newest_per` keeps one a worker)
+WORKERS = f"timestamp(meridian_worker_info) > time() - {LIVE_S}"
+#: title -> (PromQL with one series per row, the label that names a row)
 VIEWS = {
-    "workers": ("meridian_worker_info", "worker"),
-    "queued queries": ("sum by (application) (meridian_queue_depth)", "application"),
-    "answers/s (1m)": ("sum by (application) (rate(meridian_results_total[1m]))", "application"),
-    "seconds since the last plan": ("time() - meridian_planner_last_plan_timestamp_seconds", "application"),
+    "queued queries": (f"sum by (application) ({live('meridian_queue_depth')})", "application"),
+    "answers/s (1m)": (
+        f"sum by (application) (rate(meridian_results_total[1m]) and {live('meridian_results_total')})", "application"),
+    "seconds since the last plan": (
+        f"time() - max by (application) ({live('meridian_planner_last_plan_timestamp_seconds')})", "application"),
 }
 
 
@@ -35,8 +54,15 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings()
     url = args.prometheus or f"http://127.0.0.1:{settings.prometheus_port}"
     print(f"from Prometheus {url}:")
-    for title, (expr, label) in VIEWS.items():
-        print(f"  {title}: {prometheus_view(url, expr, label)}")
+    workers: dict[str, dict[str, str]] | None = None
+    try:
+        workers = {s["metric"]["worker"]: s["metric"] for s in newest_per(query(url, WORKERS), "worker")}
+        print(f"  workers: {', '.join(worker_text(w) for w in workers.values()) or 'none'}")
+        for title, (expr, label) in VIEWS.items():
+            rows = [f"{s['metric'].get(label, 'all')} {float(s['value'][1]):.3g}" for s in query(url, expr)]
+            print(f"  {title}: {', '.join(rows) or 'none'}")
+    except OSError as exc:
+        print(f"  Prometheus unreachable ({exc})")
     print(f"from Kafka {settings.kafka_bootstrap} (committed offsets):")
     require_broker(settings.kafka_bootstrap)
     try:
@@ -50,22 +76,47 @@ def run(args: argparse.Namespace) -> int:
                            "is the stack up? (`meridian stack status`)") from None
     if not snapshot.members:
         print("  no consumer group yet")
-    for group, members in sorted(snapshot.members.items()):
-        lags = ", ".join(f"{topic} {lag}" for (g, topic), lag in sorted(snapshot.lag_messages.items()) if g == group)
-        print(f"  {group}: {members} member(s); lag {lags or 'none'}")
+    for group in sorted(snapshot.members):
+        print(f"  {group_text(group, snapshot, None if workers is None else set(workers))}")
     return 0
 
 
-def prometheus_view(url: str, expr: str, label: str) -> str:
-    query = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": time.time()})
-    try:
-        with urllib.request.urlopen(query, timeout=5) as response:
-            series = json.load(response)["data"]["result"]
-    except OSError as exc:
-        return f"Prometheus unreachable ({exc})"
-    if not series:
-        return "none"
-    if expr == VIEWS["workers"][0]:
-        return ", ".join(f"{s['metric'].get('worker')} ({s['metric'].get('device')}"
-                         f"{', emulated' if s['metric'].get('emulated') == 'true' else ''})" for s in series)
-    return ", ".join(f"{s['metric'].get(label, 'all')} {float(s['value'][1]):.3g}" for s in series)
+def query(url: str, expr: str) -> list[dict[str, Any]]:
+    """The series of an instant query now (``OSError``: Prometheus did not answer)."""
+    address = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": time.time()})
+    with urllib.request.urlopen(address, timeout=5) as response:
+        return json.load(response)["data"]["result"]
+
+
+def newest_per(series: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    """One series per value of ``label``, the one with the latest value (a sample time), sorted by ``label``:
+    two live series of one worker (one process scraped as two targets, or two claiming one name) are one row.
+
+    >>> s = [{"metric": {"worker": "a", "instance": i}, "value": [0, t]} for i, t in (("x", "5.1"), ("y", "7"))]
+    >>> [r["metric"]["instance"] for r in newest_per(s, "worker")]
+    ['y']
+    """
+    newest: dict[str, dict[str, Any]] = {}
+    for s in series:
+        name = s["metric"].get(label, "")
+        if name not in newest or float(s["value"][1]) > float(newest[name]["value"][1]):
+            newest[name] = s
+    return [newest[name] for name in sorted(newest)]
+
+
+def worker_text(labels: dict[str, str]) -> str:
+    return f"{labels.get('worker')} ({labels.get('device')}{', emulated' if labels.get('emulated') == 'true' else ''})"
+
+
+def group_text(group: str, snapshot: LagSnapshot, workers: set[str] | None) -> str:
+    """A group's readers and lag. A worker's group never has members (the worker assigns itself its partition):
+    whether that reader runs is Prometheus' to say (``workers``; None: Prometheus did not answer)."""
+    lags = ", ".join(f"{topic} {lag}" for (g, topic), lag in sorted(snapshot.lag_messages.items()) if g == group)
+    worker = group.removeprefix(WORKER_GROUP)
+    if group not in snapshot.by_assignment:
+        readers = f"{snapshot.members[group]} member(s)"
+    elif workers is None or worker == group:
+        readers = "no members, read by assignment"
+    else:
+        readers = f"no members, read by assignment by worker {worker} ({'' if worker in workers else 'not '}running)"
+    return f"{group}: {readers}; lag {lags or 'none'}"

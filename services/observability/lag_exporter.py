@@ -43,6 +43,10 @@ class LagSnapshot:
 
     lag_messages: dict[tuple[str, str], int]
     members: dict[str, int]
+    #: groups that only hold committed offsets (no protocol type): their readers assign themselves their
+    #: partitions and commit, never joining (the workers, ``shared.adapters.rdkafka``), so they have no
+    #: members however busy they are
+    by_assignment: frozenset[str] = frozenset()
 
 
 def group_lags(committed: Mapping[str, Mapping[TopicPartition, int]],
@@ -66,8 +70,9 @@ def group_lags(committed: Mapping[str, Mapping[TopicPartition, int]],
 
 def collect(admin: KafkaAdminClient, *, group_prefix: str = "") -> LagSnapshot:
     """Ask the broker for every consumer group's committed offsets, members and the log ends."""
-    groups = sorted(g["group_id"] for g in admin.list_groups()
-                    if g["group_id"].startswith(group_prefix) and g.get("protocol_type") in ("consumer", ""))
+    listed = {g["group_id"]: g.get("protocol_type") for g in admin.list_groups()
+              if g["group_id"].startswith(group_prefix) and g.get("protocol_type") in ("consumer", "")}
+    groups = sorted(listed)
     if not groups:
         return LagSnapshot({}, {})
     described = admin.describe_groups(groups)
@@ -76,7 +81,8 @@ def collect(admin: KafkaAdminClient, *, group_prefix: str = "") -> LagSnapshot:
                  for group, offsets in admin.list_group_offsets({group: None for group in groups}).items()}
     partitions = {tp for offsets in committed.values() for tp in offsets}
     ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions}) if partitions else {}
-    return LagSnapshot(group_lags(committed, {tp: end.offset for tp, end in ends.items()}), members)
+    return LagSnapshot(group_lags(committed, {tp: end.offset for tp, end in ends.items()}), members,
+                       frozenset(group for group, protocol in listed.items() if protocol == ""))
 
 
 class LagGauges:

@@ -3,11 +3,18 @@ back, then ask what is serving."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import time
 
 import numpy as np
 import pytest
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from services.cli.main import main
+from services.cli.status import query
+from services.launcher import wait_until
+from services.stack import SCRIPTS
 from tests.integration.helpers import digits_rows
 
 pytestmark = pytest.mark.integration
@@ -38,3 +45,36 @@ def test_status_names_the_workers_and_the_consumer_groups(pipeline, stack_env, c
     assert main(["status"]) == 0
     out = capsys.readouterr().out
     assert "kafka       up" in out and "from Kafka" in out and "meridian-scheduler" in out, out
+
+
+def test_status_shows_each_worker_once_after_a_prometheus_restart(pipeline, stack, stack_env, capsys) -> None:
+    """An earlier process of worker it-w1 (another port) is scraped when Prometheus stops, and gone when it
+    starts again: Prometheus still answers with that series for 5 minutes. Status lists it-w1 once."""
+    registry = CollectorRegistry()
+    Gauge("meridian_worker_info", "", ["worker", "device", "emulated"], registry=registry).labels(
+        "it-w1", "earlier-device", "false").set(1)
+    server, _ = start_http_server(19309, addr="127.0.0.1", registry=registry)
+    target = stack.var_dir / "prometheus" / "targets" / "worker-it-w1-earlier.json"
+    target.write_text(json.dumps([{"targets": ["127.0.0.1:19309"], "labels": {"service": "worker"}}]))
+    prometheus = f"http://127.0.0.1:{stack.prometheus_port}"
+    try:
+        wait_until(lambda: query(prometheus, 'meridian_worker_info{device="earlier-device"}') != [], 30,
+                   "Prometheus to scrape the earlier it-w1")
+        subprocess.run(["bash", str(SCRIPTS["prometheus"]), "stop"], env=stack.env, check=True, capture_output=True)
+    finally:
+        target.unlink()
+        server.shutdown()
+        server.server_close()
+    stack.repair("prometheus")
+    capsys.readouterr()
+    deadline = time.monotonic() + 30
+    while True:  # until Prometheus scraped the live it-w1 again; never twice meanwhile
+        assert main(["status"]) == 0
+        out = capsys.readouterr().out
+        workers = next(line for line in out.splitlines() if line.startswith("  workers:"))
+        assert workers.count("it-w1 (") <= 1, out
+        if ("it-w1 (" in workers and "earlier-device" not in workers) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert workers.count("it-w1 (") == 1 and workers.count("it-w2 (") == 1 and "earlier-device" not in workers, out
+    assert re.search(r"  meridian-scheduler: [1-9][0-9]* member\(s\)", out), out
