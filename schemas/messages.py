@@ -18,7 +18,7 @@ meridian.plans             AllocationPlan                         planner name
 meridian.control           SwitchPolicy                           application
 meridian.dead-letter       DeadLetter                             source topic
 meridian.registrations     RegisterModel                          model name
-meridian.registry-replies  RegistrationReply                      request id
+meridian.registry-replies  RegistryReply (...Progress, ...Reply)  request id
 =========================  =====================================  ===========================
 """
 from __future__ import annotations
@@ -413,6 +413,28 @@ class RegistrationReply(_Message):
     variants: list[RegisteredVariant] = Field(default_factory=list)
     at: Seconds
 
+
+RegistrationStage = Literal["validated", "generated", "profiling"]
+
+
+class RegistrationProgress(_Message):
+    """News of a registration still at work, so a client waits for silence rather than for the whole job.
+
+    Sent on the replies topic (same key, so in order) before the request's one `RegistrationReply`;
+    ``status`` tells the two apart (`registry_reply_adapter`).
+    """
+
+    request_id: str = Field(max_length=256)
+    status: Literal["progress"] = "progress"
+    stage: RegistrationStage
+    #: one line for a person, e.g. ``profiling tiny-fp16-all on cpu-1t (4/6)``
+    message: str = Field(max_length=500)
+    at: Seconds
+
+
+RegistryReply = Annotated[Union[RegistrationProgress, RegistrationReply], Field(discriminator="status")]
+registry_reply_adapter: TypeAdapter[RegistrationProgress | RegistrationReply] = TypeAdapter(RegistryReply)
+
 #: every topic model, by the name its JSON Schema file is exported under
 EXPORTED_MODELS: dict[str, type[BaseModel] | TypeAdapter] = {
     "query": Query,
@@ -425,6 +447,7 @@ EXPORTED_MODELS: dict[str, type[BaseModel] | TypeAdapter] = {
     "dead_letter": DeadLetter,
     "register_model": RegisterModel,
     "registration_reply": RegistrationReply,
+    "registration_progress": RegistrationProgress,
 }
 
 __all__ = [
@@ -449,7 +472,10 @@ __all__ = [
     "QueryWork",
     "RegisterModel",
     "RegisteredVariant",
+    "RegistrationProgress",
     "RegistrationReply",
+    "RegistrationStage",
+    "RegistryReply",
     "Result",
     "ResultStatus",
     "SwitchPolicy",
@@ -461,6 +487,7 @@ __all__ = [
     "WorkerEvent",
     "WorkerHeartbeat",
     "WorkerStopped",
+    "registry_reply_adapter",
     "worker_command_adapter",
     "worker_event_adapter",
 ]

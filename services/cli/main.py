@@ -7,8 +7,8 @@
     meridian register ...              register a model with the registry (model-less queries)
     meridian status                    workers, plans, queue depth, consumer lag
 
-Every command takes ``--help``. Settings come from ``MERIDIAN_*`` environment variables
-(`shared.settings.Settings`). The ``python -m services.<name>`` entry points stay for process managers.
+Every command takes --help. Settings come from MERIDIAN_* environment variables (shared.settings.Settings).
+The python -m services.<name> entry points stay for process managers.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def add_register(commands: argparse._SubParsersAction) -> None:
 
 def run_register(args: argparse.Namespace) -> int:
     from services.registry.cli import main as register_main
-    return register_main(["register", *args.rest]) or 0
+    return register_main(["register", *args.rest], prog="meridian")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -5,7 +5,9 @@ generates and profiles its variants, writes the variant files to ``MERIDIAN_MODE
 to ``<MERIDIAN_PROFILES_DIR>/registered/<model>.json`` and the profiles and ``app -> model`` to the
 metadata store (Redis), then replies a `RegistrationReply` on ``meridian.registry-replies``; a rejected
 registration's input is also copied to ``meridian.dead-letter``. A registration's offset is committed
-once its reply is acknowledged.
+once its reply is acknowledged. While it works it sends `RegistrationProgress` on the same topic and key
+(validated, each precision generated, each variant group about to be profiled), so a waiting client
+can tell a slow registration from a lost one.
 
 A second thread follows ``meridian.worker-events`` (no consumer group, from the latest offset) and every
 monitoring window (``MERIDIAN_INFAAS_MONITOR_WINDOW_S``, 2 s) writes per-instance QPS, latency, state and
@@ -31,7 +33,14 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 from pydantic import ValidationError
 
-from schemas import MAX_MODEL_BYTES, MAX_VALIDATION_BYTES, RegisterModel, RegistrationReply, worker_event_adapter
+from schemas import (
+    MAX_MODEL_BYTES,
+    MAX_VALIDATION_BYTES,
+    RegisterModel,
+    RegistrationProgress,
+    RegistrationReply,
+    worker_event_adapter,
+)
 from shared.infaas.daemon import InstanceMonitor
 from services.registry.registrar import REGISTERED_SUBDIR, RegistrarConfig, register_model
 from services.registry.validation import RegistrationRejected
@@ -75,9 +84,15 @@ def _size_reason(exc: ValidationError) -> str | None:
     return None
 
 
+def publish(ctx: RegistryContext, message: RegistrationProgress | RegistrationReply) -> None:
+    """Keyed by request id, so a request's progress and its reply share a partition and arrive in order."""
+    ctx.producer.send(topics.REGISTRY_REPLIES, key=message.request_id.encode(),
+                      value=message.model_dump_json().encode())
+
+
 def reply(ctx: RegistryContext, answer: RegistrationReply, *, started: float | None = None) -> None:
     """Send the answer; ``started`` (``time.perf_counter()`` at receipt) times the registration."""
-    ctx.producer.send(topics.REGISTRY_REPLIES, key=answer.request_id.encode(), value=answer.model_dump_json().encode())
+    publish(ctx, answer)
     metrics.REGISTRATIONS.labels(answer.status).inc()
     if started is not None:
         metrics.REGISTRATION_DURATION.labels(answer.status).observe(time.perf_counter() - started)
@@ -96,7 +111,8 @@ def handle_register(ctx: RegistryContext, command: RegisterModel, record: Consum
     ids = dict(request_id=command.request_id, model_name=command.model_name, app_id=command.app_id, started=started)
     try:
         ensure_results_topic(ctx.settings, command.app_id)  # before the scheduler hears of the application
-        answer = register_model(command, config=ctx.config, store=ctx.store)
+        answer = register_model(command, config=ctx.config, store=ctx.store,
+                                progress=lambda message: publish(ctx, message))
     except RegistrationRejected as exc:
         reject(ctx, str(exc), record, **ids)
         return

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from schemas import MAX_VALIDATION_BYTES, BatchFinished, WorkerHeartbeat, WorkerStopped
+from schemas import MAX_VALIDATION_BYTES, BatchFinished, RegistrationProgress, WorkerHeartbeat, WorkerStopped
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.registry.cli import ReplyWaiter, build_request, request_registration
 from shared.adapters import topics
@@ -65,17 +65,18 @@ def store(settings) -> RedisMetadataStore:
 
 @pytest.fixture(scope="module")
 def registered(registry, settings):
-    """The smallest digits model registered through Kafka, and how long it took."""
+    """The smallest digits model registered through Kafka, how long it took, and the progress heard meanwhile."""
     request = build_request(model_name=f"itdigits-{RUN}", app_id=APP, model_file=MODEL, validation_set=TEST_SPLIT,
                             input_shape=[1, 8, 8], slo_ms=50.0)
     started = time.monotonic()
-    answer = request_registration(settings, request, timeout_s=90)
+    heard: list[RegistrationProgress] = []
+    answer = request_registration(settings, request, timeout_s=90, on_progress=heard.append)
     assert answer is not None, "no registration reply within 90 s"
-    return answer, time.monotonic() - started
+    return answer, time.monotonic() - started, heard
 
 
 def test_registration_generates_profiles_and_stores_variants(registered, registry, store):
-    answer, took_s = registered
+    answer, took_s, _ = registered
     assert answer.status == "registered", answer.reason
     assert took_s < 60
     model = answer.model_name
@@ -90,6 +91,15 @@ def test_registration_generates_profiles_and_stores_variants(registered, registr
     assert {p.variant for p in profiles.variants} == names
     assert store.families_of(APP) == [model]
     assert len(store.variants_of_family(model)) == len(answer.variants)
+
+
+def test_a_registration_reports_each_step_before_its_reply(registered):
+    answer, _, heard = registered
+    assert heard, "no progress message before the reply"
+    assert heard[0].stage == "validated" and heard[-1].stage == "profiling"
+    groups = {(v.precision, v.optimization_level) for v in answer.variants}
+    assert sum(p.stage == "profiling" for p in heard) == len(groups)
+    assert all(p.request_id == answer.request_id and p.at <= answer.at for p in heard)
 
 
 def test_monitor_turns_worker_events_into_instance_state(registered, settings, store):
@@ -185,14 +195,35 @@ def test_bad_registrations_are_rejected_with_reasons_and_dead_lettered(registry,
         letters.close()
 
 
-def test_cli_prints_the_reply_and_exits_1_on_rejection(registry, stack, tmp_path):
+def register_cli(stack, model_name: str, model_file: Path, app_id: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", "register", "--model-name", model_name, "--model-file",
+         str(model_file), "--validation-set", str(TEST_SPLIT), "--app-id", app_id, "--input-shape", "1,8,8",
+         "--slo-ms", "50", "--timeout", "60", *extra],
+        cwd=REPO_ROOT, env=stack.env, capture_output=True, text=True, timeout=180)
+
+
+def test_cli_says_why_in_one_line_and_exits_1_on_rejection(registry, stack, tmp_path):
     corrupt = tmp_path / "corrupt.onnx"
     corrupt.write_bytes(b"\x00\x01 not onnx")
-    result = subprocess.run(
-        [sys.executable, "-m", "services.registry.cli", "register", "--model-name", f"itcli-{RUN}", "--model-file",
-         str(corrupt), "--validation-set", str(TEST_SPLIT), "--app-id", APP, "--input-shape", "1,8,8",
-         "--timeout", "60"], cwd=REPO_ROOT, env=stack.env, capture_output=True, text=True, timeout=120)
+    result = register_cli(stack, f"itcli-{RUN}", corrupt, APP)
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert result.stdout == "" and last.startswith("meridian register: rejected: ") and "not a valid ONNX model" in last
+    result = register_cli(stack, f"itcli-{RUN}", corrupt, APP, "--json")
     assert result.returncode == 1, result.stderr
     answer = json.loads(result.stdout)
     assert answer["status"] == "rejected" and "not a valid ONNX model" in answer["reason"]
+
+
+def test_cli_shows_progress_then_a_summary_of_the_registered_variants(registry, stack):
+    result = register_cli(stack, f"itcliok-{RUN}", MODEL, f"it-cli-app-{RUN}")
+    assert result.returncode == 0, result.stderr
+    progress = result.stderr.splitlines()
+    assert any(line.startswith(f"validated itcliok-{RUN}: ") for line in progress), progress
+    assert any(line.startswith(f"profiling itcliok-{RUN}-") for line in progress), progress
+    summary = result.stdout.splitlines()
+    assert summary[0] == (f"registered itcliok-{RUN} for application it-cli-app-{RUN} (SLO 50 ms): "
+                          f"{len(summary) - 2} variants profiled on cpu-1t"), result.stdout
+    assert all(line.endswith(" ms on cpu-1t") for line in summary[2:]), result.stdout
 
