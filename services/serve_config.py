@@ -50,6 +50,9 @@ class ServeConfig(BaseModel):
     #: a fleet-wide planner (``proteus``, ``kairos``) publishing plans, or none
     planner: str | None = None
     workers: list[WorkerConfig] = Field(min_length=1)
+    #: start the registry, so `meridian register` works and each registered application is served by the
+    #: ``infaas`` policy (INFaaS' model-less path), its variants loaded on demand by a real worker
+    registry: bool = False
     #: any other `shared.settings.Settings` field, by its name (e.g. ``replan_period_s: 10``)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -92,6 +95,12 @@ def checked_settings(config: ServeConfig, path: Path) -> Settings:
             raise refuse(f"application_policies.{app}", f"no application {app!r}", app, config.applications)
     if config.planner is not None and config.planner not in planner_names():
         raise refuse("planner", f"no planner {config.planner!r}", config.planner, planner_names())
+    if config.registry and config.policy != "infaas":
+        raise ConfigError(f"{path}: registry: registered applications are served by the default policy, which "
+                          f"must then be infaas (INFaaS' model-less path), not {config.policy!r}")
+    if config.registry and all(worker.emulate is not None for worker in config.workers):
+        raise ConfigError(f"{path}: registry: registered models run on a real worker (one without `emulate`), "
+                          "and every worker here is emulated")
     try:
         settings = Settings(**config.settings_fields())
     except ValidationError as exc:
@@ -131,9 +140,9 @@ def settings_env(fields: dict[str, object]) -> dict[str, str]:
 
 def start_services(launcher: LocalLauncher, config: ServeConfig, *, metrics_port: int, planner: bool | None = None,
                    extra_env: dict[str, str] | None = None) -> ManagedProcess:
-    """The scheduler, the configured workers and the planner (``planner`` None: if the config names one; the
-    environment says which), on metrics ports from ``metrics_port`` up; returns the scheduler once every worker
-    has joined."""
+    """The scheduler, the configured workers, the planner (``planner`` None: if the config names one; the
+    environment says which) and the registry if asked for, on metrics ports from ``metrics_port`` up; returns
+    the scheduler once every worker has joined."""
     scheduler = launcher.start_scheduler(metrics_port=metrics_port, extra_env=extra_env)
     for index, worker in enumerate(config.workers):
         launcher.start_worker(worker.id, variants=worker.variants, emulate=worker.emulate, max_batch=worker.max_batch,
@@ -142,5 +151,7 @@ def start_services(launcher: LocalLauncher, config: ServeConfig, *, metrics_port
         planner = config.planner is not None
     if planner:
         launcher.start_planner(metrics_port=metrics_port + 1 + len(config.workers), extra_env=extra_env)
+    if config.registry:
+        launcher.start_registry(metrics_port=metrics_port + 2 + len(config.workers), extra_env=extra_env)
     launcher.wait_for_workers(scheduler, len(config.workers), timeout_s=120)
     return scheduler

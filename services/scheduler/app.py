@@ -30,6 +30,7 @@ from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, S
 from services.scheduler import messages
 from services.scheduler.handed_on import handed_on_query_ids
 from services.scheduler.load_window import LoadWindow
+from services.scheduler.metadata_feed import follow_metadata_store
 from services.scheduler.policy_options import FEEDS, build_policy, configured_policies, follow_ramsis_generation
 from services.scheduler.setup import SERVICE, app_options, follow_topic
 from services.scheduler.switching import PolicySwitcher
@@ -66,6 +67,7 @@ def build_app(settings: Settings) -> faust.App:
     core = make_core(settings, Catalogue.from_settings(settings))
     policies = cast(PerApplicationDispatch, core.policy)
     fed = configured_policies(settings) & FEEDS.keys()
+    metadata = follow_metadata_store(app, core, policies, settings) if "infaas" in fed else None
     switcher = PolicySwitcher(settings, core, policies, fed=fed, step_interval_s=STEP_INTERVAL_S)
     load = LoadWindow(settings.load_stats_interval_s)
     #: re-read query ids found handed on already, and the queries topic's partitions this process owns
@@ -171,6 +173,8 @@ def build_app(settings: Settings) -> faust.App:
                 event.ack()
                 continue
             load.record(query.application, query.batch_size)
+            if metadata is not None and query.application not in core.catalogue.applications:
+                await metadata.learn(query.application)
             created_s = message.timestamp if message.timestamp_type == CREATE_TIME else None
             rejection = core.admit(query, payload=query, ack_token=event, delivery=(message.partition, message.offset),
                                    transport_s=created_s)
@@ -233,10 +237,6 @@ def build_app(settings: Settings) -> faust.App:
             await app.topic(topics.LOAD_STATS).send(key=stats.application.encode(),
                                                     value=stats.model_dump_json().encode())
 
-    if "infaas" in fed:
-        from services.scheduler.metadata_feed import follow_metadata_store
-
-        follow_metadata_store(app, core, policies, settings)
     if "ramsis" in fed:
         follow_ramsis_generation(app, policies, core.catalogue.profiles, settings)
     return app

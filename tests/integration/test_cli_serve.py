@@ -3,6 +3,7 @@ serves what ``meridian submit`` sends, and Ctrl-C stops everything it started.""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,17 @@ settings: {scheduler_metrics_port: 19421, fleet_metrics_port_base: 19422}
 """
 
 
+def stop(process: subprocess.Popen) -> None:
+    """Ctrl-C first, so a failed test leaves none of the services `serve` started behind."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_env, tmp_path, capsys) -> None:
     (tmp_path / "serve.yaml").write_text(CONFIG)
     process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--config", str(tmp_path / "serve.yaml")],
@@ -44,6 +56,47 @@ def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_e
         assert process.wait(timeout=60) == 0
         assert "stopped everything it started" in process.stdout.read()
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+REGISTRY_CONFIG = """
+applications: {digits: [digits]}
+policy: infaas
+registry: true
+workers:
+  - id: serve-r1
+    variants: [digits-mlp-s]
+settings: {scheduler_metrics_port: 19431, fleet_metrics_port_base: 19436,
+           models_dir: %(models)s, profiles_dir: %(profiles)s}
+"""
+
+
+def test_serve_with_the_registry_serves_what_is_registered_while_it_runs(stack, stack_env, tmp_path, capsys) -> None:
+    """The README's path: `serve` a config with ``registry: true``, `register` a model under a new
+    application, then query that application by SLO alone: a real worker loads the registered variant."""
+    models, profiles = tmp_path / "models", tmp_path / "profiles"
+    shutil.copytree(REPO_ROOT / "profiles/digits", models)
+    profiles.mkdir()
+    shutil.copy(REPO_ROOT / "profiles/digits.json", profiles)
+    (tmp_path / "serve.yaml").write_text(REGISTRY_CONFIG % {"models": models, "profiles": profiles})
+    process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--config", str(tmp_path / "serve.yaml")],
+                               env=stack.env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        read_until(process, "Ctrl-C stops", 150)
+        application = "registered-digits"
+        assert main(["register", "--model-name", "reg-cnn-xs", "--model-file", str(models / "digits-cnn-xs.onnx"),
+                     "--validation-set", str(models / "digits-test.npz"), "--app-id", application,
+                     "--input-shape", "1,8,8", "--slo-ms", "100"]) == 0
+        capsys.readouterr()  # the registry wrote the application before it replied: no wait is needed
+        x, _ = digits_rows()
+        np.savez(tmp_path / "q.npz", x=x[:5])
+        sent = ["submit", str(tmp_path / "q.npz"), "--application", application, "--slo-ms", "5000",
+                "--timeout", "60"]
+        assert main(sent) == 0, capsys.readouterr().err
+        answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert {a["worker_id"] for a in answers} == {"serve-r1"}
+        assert all(a["variant"].startswith("reg-cnn-xs") for a in answers), [a["variant"] for a in answers]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+    finally:
+        stop(process)

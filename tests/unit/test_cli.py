@@ -32,6 +32,19 @@ def test_the_top_level_help_lists_every_command(capsys) -> None:
     assert all(command in out for command in COMMANDS)
 
 
+def test_the_top_level_help_is_plain_text(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "`" not in capsys.readouterr().out
+
+
+def test_register_help_names_the_command_it_was_run_as(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["register", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: meridian register ") and "services.registry" not in out
+
+
 def test_an_unknown_command_is_a_usage_error(capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["serve-everything"])
@@ -189,6 +202,10 @@ SERVE_YAML = (REPO_ROOT / "infra/serve.yaml").read_text()
      "efficientnet-lite2 or efficientnet-lite1 or efficientnet-lite0?"),
     ("  load_stats_interval_s: 1", "  load_stats_interval_s: 1\n  replan_perod_s: 10",
      "settings.replan_perod_s: no such setting; did you mean replan_period_s?"),
+    ("policy: infaas", "policy: fcfs", "registry: registered applications are served by the default policy, "
+     "which must then be infaas (INFaaS' model-less path), not 'fcfs'"),
+    ("digits-cnn-m, digits-cnn-l]", "digits-cnn-m, digits-cnn-l]\n    emulate: cpu-1t",
+     "registry: registered models run on a real worker (one without `emulate`), and every worker here is emulated"),
 ])
 def test_serve_names_a_misspelt_name_and_the_closest_it_knows_before_it_starts_anything(
         tmp_path, capsys, typo, fixed, reason) -> None:
