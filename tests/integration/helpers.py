@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import select
+import signal
 import subprocess
 import time
 import uuid
@@ -26,6 +27,17 @@ def read_until(process: subprocess.Popen, marker: str, timeout_s: float) -> str:
             seen += process.stdout.readline()
     assert marker in seen, seen
     return seen
+
+
+def stop_serving(process: subprocess.Popen) -> None:
+    """Ctrl-C a `meridian serve` (it stops what it started; a kill would leave its services running)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def digits_rows() -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ import pytest
 
 from services.cli.main import main
 from shared.settings import REPO_ROOT
-from tests.integration.helpers import digits_rows, read_until
+from tests.integration.helpers import digits_rows, read_until, stop_serving
 
 pytestmark = pytest.mark.integration
 
@@ -25,17 +25,6 @@ workers:
     variants: [digits-mlp-s, digits-cnn-xs]
 settings: {scheduler_metrics_port: 19421, fleet_metrics_port_base: 19422}
 """
-
-
-def stop(process: subprocess.Popen) -> None:
-    """Ctrl-C first, so a failed test leaves none of the services `serve` started behind."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_env, tmp_path, capsys) -> None:
@@ -56,7 +45,7 @@ def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_e
         assert process.wait(timeout=60) == 0
         assert "stopped everything it started" in process.stdout.read()
     finally:
-        stop(process)
+        stop_serving(process)
 
 
 REGISTRY_CONFIG = """
@@ -99,4 +88,4 @@ def test_serve_with_the_registry_serves_what_is_registered_while_it_runs(stack, 
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
     finally:
-        stop(process)
+        stop_serving(process)

@@ -17,7 +17,7 @@ from services.serve_config import SERVE_YAML
 from shared.adapters.client import MeridianClient
 from shared.settings import REPO_ROOT
 from shared.tensors import encode
-from tests.integration.helpers import digits_rows, read_until
+from tests.integration.helpers import digits_rows, read_until, stop_serving
 
 pytestmark = pytest.mark.integration
 
@@ -52,10 +52,4 @@ def test_the_shipped_serve_config_answers_every_query_within_its_slo_at_idle(sta
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
     finally:
-        if process.poll() is None:  # Ctrl-C stops what it started; a kill would leave its services running
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_serving(process)
