@@ -1,6 +1,6 @@
 """Fault drills under a steady load on a stack of their own: what the client saw in each.
 
-Run: ``make bench-faults`` (about 6 minutes). Writes ``bench/results/faults.json`` and prints it.
+Run: ``make bench-faults`` (about 15 minutes). Writes ``bench/results/faults.json`` and prints it.
 """
 from __future__ import annotations
 
@@ -8,11 +8,16 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from bench.common import write_result
+from schemas import Query
 from services.drills.hostile import flood
+from services.drills.spoofing import SpoofingOutcome, spoof
 from services.drills.scenarios import DRILLS, DrillConfig, leader_kill
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.stack import LocalStack
+from shared.tensors import encode
 
 STEADY = DrillConfig(rate_qps=40.0, duration_s=40.0, fault_at_s=10.0, outage_s=8.0, slo_ms=5000.0, settle_s=120.0)
 #: a killed broker's partitions change leader once the controller's 9 s broker session timeout has passed
@@ -35,6 +40,8 @@ def main() -> None:
                                **outcome.model_dump(exclude={"series"})}
             print(f"{name}: {outcome.model_dump_json(exclude={'series'})}", flush=True)
         scenarios["hostile_input"] = hostile_input(stack, root / "hostile").model_dump()
+        scenarios["spoofing"] = spoofing(stack, root / "spoofing").model_dump()
+        print(f"spoofing: {scenarios['spoofing']}", flush=True)
     with LocalStack(var_dir=root / "cluster-var", kafka_port=29800, kafka_brokers=3, redis_port=26579,
                     components=("kafka", "redis")) as cluster:
         outcome = leader_kill(cluster, root / "leader_kill", PORT_BASE, LEADER_KILL)
@@ -63,6 +70,19 @@ def hostile_input(stack: LocalStack, log_dir: Path):
                    [registry])
         return flood(stack.settings(), "hostile-w", per_topic=HOSTILE_PER_TOPIC, timeout_s=900,
                      alive=lambda: all(p.alive() for p in launcher.processes.values()))
+
+
+def spoofing(stack: LocalStack, log_dir: Path) -> SpoofingOutcome:
+    """Every rejected kind of message claiming a client's query id, before and after its query."""
+    settings = stack.settings()
+    rows = np.load(settings.models_dir / "digits-test.npz")["x"][:1].astype(np.float32)
+    template = Query(query_id="template", application="digits", model="digits", slo_ms=5000.0, batch_size=1,
+                     inputs=encode(rows), sent_at=0.0)
+    with LocalLauncher(stack.env, log_dir) as launcher:
+        scheduler = launcher.start_scheduler(metrics_port=PORT_BASE + 10)
+        launcher.start_worker("spoofing-w", variants=["digits-mlp-s"], metrics_port=PORT_BASE + 11)
+        launcher.wait_for_workers(scheduler, 1, timeout_s=120)
+        return spoof(settings, template)
 
 
 if __name__ == "__main__":

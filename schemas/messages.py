@@ -39,6 +39,14 @@ MAX_QUERY_ROWS = 4096
 
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$"
 Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=IDENTIFIER_PATTERN)]
+#: where a message sits in Kafka, ``<topic>/<partition>/<offset>``: no client chooses it, and no query id
+#: (an `Identifier`) can equal it
+Position = Annotated[str, Field(max_length=300, pattern=r"^[A-Za-z0-9._-]+/[0-9]+/[0-9]+$")]
+
+
+def position(topic: str, partition: int, offset: int) -> str:
+    """A message's `Position`."""
+    return f"{topic}/{partition}/{offset}"
 Seconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 _DTYPE_SIZES = {"float32": 4, "float16": 2, "int64": 8, "int32": 4, "uint8": 1}
@@ -130,12 +138,17 @@ class HopTimestamps(BaseModel):
 class Result(_Message):
     """The one final answer to a query (clients drop repeats by ``query_id``).
 
-    A message refused without a query id of its own (it does not parse, or repeats another query's id) is
-    answered under its position, ``<topic>/<partition>/<offset>``, which no query id can equal, so that
-    no sender can spoil another client's answer; the id it claimed is only a hint.
+    Every answer names the query message it answers (``query_position``). Query ids are chosen by
+    clients, so anyone may send a message claiming another's; the client library takes a result as the
+    answer to its query only if it names the position its own producer's delivery report gave that query,
+    and keeps any other result for the id apart. A message refused without a query id of its own (it does
+    not parse, or repeats another query's id) is answered under its position as ``query_id`` too; the id
+    it claimed is only a hint.
     """
 
     query_id: str = Field(max_length=256)
+    #: the position of the query message this answers (None: a result of a Meridian before positions)
+    query_position: Position | None = None
     #: for an answer under a message's position: the query id the message claimed, if any
     claimed_query_id: str | None = Field(default=None, max_length=256)
     application: str | None = Field(default=None, max_length=256)
@@ -164,6 +177,8 @@ class QueryWork(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     query_id: Identifier
+    #: where its message was read (copied into its result: see ``Result.query_position``)
+    query_position: Position | None = None
     application: Identifier
     batch_size: int = Field(ge=1, le=MAX_QUERY_ROWS)
     slo_ms: float = Field(gt=0.0)
@@ -476,6 +491,7 @@ __all__ = [
     "RegistrationReply",
     "RegistrationStage",
     "RegistryReply",
+    "Position",
     "Result",
     "ResultStatus",
     "SwitchPolicy",
@@ -487,6 +503,7 @@ __all__ = [
     "WorkerEvent",
     "WorkerHeartbeat",
     "WorkerStopped",
+    "position",
     "registry_reply_adapter",
     "worker_command_adapter",
     "worker_event_adapter",

@@ -26,7 +26,8 @@ import faust
 from faust.types import TP
 from pydantic import BaseModel, ValidationError
 
-from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, SwitchPolicy, worker_event_adapter
+from schemas import (AllocationPlan, HopTimestamps, LoadVariant, Query, Result, SwitchPolicy, position,
+                     worker_event_adapter)
 from services.scheduler import messages
 from services.scheduler.handed_on import handed_on_query_ids
 from services.scheduler.load_window import LoadWindow
@@ -118,13 +119,14 @@ def build_app(settings: Settings) -> faust.App:
     async def refuse(event: faust.EventT, reason: str, query: Query | None, *, trusted_id: bool) -> None:
         """Answer ``rejected`` (under the query id only if it is the query's own) and keep a dead letter."""
         raw, message = event.value, event.message
+        at = position(message.topic, message.partition, message.offset)
         if query is not None and trusted_id:
-            result = messages.rejected(query.query_id, reason, application=query.application,
+            result = messages.rejected(query.query_id, reason, position=at, application=query.application,
                                        timestamps=HopTimestamps(client_sent=query.sent_at))
         else:
             claimed = query.query_id if query is not None else best_effort_id(raw)
-            result = messages.rejected_at(topics.QUERIES, message.partition, message.offset, reason,
-                                          claimed_query_id=claimed, application=query and query.application)
+            result = messages.rejected_at(at, reason, claimed_query_id=claimed,
+                                          application=query and query.application)
         await send_final(result, event)
         await copy_to_dead_letters(raw, reason, topics.QUERIES, message.partition, message.offset)
 
@@ -176,7 +178,8 @@ def build_app(settings: Settings) -> faust.App:
             if metadata is not None and query.application not in core.catalogue.applications:
                 await metadata.learn(query.application)
             created_s = message.timestamp if message.timestamp_type == CREATE_TIME else None
-            rejection = core.admit(query, payload=query, ack_token=event, delivery=(message.partition, message.offset),
+            received = messages.Received(query, position(message.topic, message.partition, message.offset))
+            rejection = core.admit(query, payload=received, ack_token=event, delivery=(message.partition, message.offset),
                                    transport_s=created_s)
             if rejection is not None:
                 await refuse(event, rejection.reason, query, trusted_id=not rejection.foreign_id)

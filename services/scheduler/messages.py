@@ -1,36 +1,44 @@
 """The scheduler's messages, made from what the serving core decided.
 
-The core keeps each admitted `Query` as its payload; here it becomes the `QueryWork` of a dispatched
-batch, or the `Result` of a query the scheduler answers itself (rejected, dropped).
+The core keeps each admitted query as its payload (`Received`: the `Query` and its message's position);
+here it becomes the `QueryWork` of a dispatched batch, or the `Result` of a query the scheduler answers
+itself (rejected, dropped). Every answer names the position of the message it answers.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 from schemas import DispatchBatch, HopTimestamps, Query, QueryWork, Result, ResultStatus
 from shared.serving import Dispatch, Queued
 
 
-def rejected(query_id: str, reason: str, *, application: str | None = None,
+class Received(NamedTuple):
+    """An admitted query and where its message was read: what its answer names."""
+
+    query: Query
+    position: str
+
+
+def rejected(query_id: str, reason: str, *, position: str, application: str | None = None,
              timestamps: HopTimestamps | None = None) -> Result:
-    return Result(query_id=query_id, application=application, status=ResultStatus.REJECTED, reason=reason,
-                  timestamps=timestamps or HopTimestamps())
+    return Result(query_id=query_id, query_position=position, application=application,
+                  status=ResultStatus.REJECTED, reason=reason, timestamps=timestamps or HopTimestamps())
 
 
-def rejected_at(topic: str, partition: int, offset: int, reason: str, *, claimed_query_id: str | None,
-                application: str | None = None) -> Result:
+def rejected_at(position: str, reason: str, *, claimed_query_id: str | None, application: str | None = None) -> Result:
     """The rejection of a message whose query id cannot be trusted, under the message's position."""
-    return Result(query_id=f"{topic}/{partition}/{offset}", claimed_query_id=claimed_query_id or None,
+    return Result(query_id=position, query_position=position, claimed_query_id=claimed_query_id or None,
                   application=application, status=ResultStatus.REJECTED, reason=reason, timestamps=HopTimestamps())
 
 
 def dropped(item: Queued, reason: str, now_s: float) -> Result:
-    query: Query = item.payload
-    return Result(query_id=query.query_id, application=query.application, status=ResultStatus.DROPPED,
-                  reason=reason, timestamps=HopTimestamps(client_sent=query.sent_at,
-                                                          scheduler_received=item.admitted_s,
-                                                          result_sent=now_s))
+    query, position = item.payload
+    return Result(query_id=query.query_id, query_position=position, application=query.application,
+                  status=ResultStatus.DROPPED, reason=reason,
+                  timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.admitted_s,
+                                           result_sent=now_s))
 
 
 def dispatch_batch(dispatch: Dispatch, note_of: Callable[[Query], str | None]) -> DispatchBatch:
@@ -40,8 +48,9 @@ def dispatch_batch(dispatch: Dispatch, note_of: Callable[[Query], str | None]) -
 
 
 def _work(item: Queued, dispatched_s: float, note_of: Callable[[Query], str | None]) -> QueryWork:
-    query: Query = item.payload
-    return QueryWork(query_id=query.query_id, application=query.application, batch_size=query.batch_size,
+    query, position = item.payload
+    return QueryWork(query_id=query.query_id, query_position=position, application=query.application,
+                     batch_size=query.batch_size,
                      slo_ms=query.slo_ms, inputs=query.inputs, note=note_of(query),
                      timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.admitted_s,
                                               dispatched=dispatched_s),

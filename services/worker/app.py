@@ -88,7 +88,8 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
     queries, expired = split_by_deadline(batch.queries, started)
     for query in expired:
         publish_result(ctx, query, Result(
-            query_id=query.query_id, application=query.application, status=ResultStatus.DROPPED,
+            query_id=query.query_id, query_position=query.query_position, application=query.application,
+            status=ResultStatus.DROPPED,
             reason=expired_reason(query, started, ctx.worker_id), worker_id=ctx.worker_id, batch_id=batch.batch_id,
             timestamps=query.timestamps.model_copy(update=dict(worker_received=received_at, result_sent=time.time()))))
     rows = sum(q.batch_size for q in queries)
@@ -110,7 +111,7 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
             predictions = np.asarray(outputs[offset:offset + query.batch_size]).argmax(axis=-1).tolist()
         offset += query.batch_size
         result = Result(
-            query_id=query.query_id, application=query.application,
+            query_id=query.query_id, query_position=query.query_position, application=query.application,
             status=ResultStatus.ERROR if error else ResultStatus.OK, reason=error, note=query.note,
             variant=batch.variant, worker_id=ctx.worker_id, device=ctx.executor.device,
             emulated=ctx.executor.emulated, batch_id=batch.batch_id, predictions=predictions,

@@ -2,20 +2,28 @@
 
 It reads its applications' results topics and the shared one for messages of no known application.
 Results can repeat on the wire (a re-dispatched batch after a worker loss, a redelivered message); the
-client keeps the first result per query id and counts the rest as duplicates it suppressed. A message
-refused under its position (it did not parse, or repeated a query id) is never taken for the answer to
-the id it claimed: it is kept in ``refusals`` by that id.
+client keeps the first result per query id and counts the rest as duplicates it suppressed.
+
+**An answer belongs to the message that asked.** Query ids are the clients' to choose, so another sender
+may claim one of this client's. For each query sent through `MeridianClient.send`, the producer's delivery
+report says where its message landed, and only a result naming that position (``Result.query_position``)
+is taken as its answer, whatever arrived first; any other result for the id (the answer to, or refusal
+of, someone else's message claiming it, also one taken before this client sent the id) is kept apart in
+``refusals``. A refusal of this client's own message under its position (e.g. its id was already taken)
+is its answer. A result that arrives before its query's delivery report waits for it (`Answers`).
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from schemas import Query, Result
+from schemas import Query, Result, position
 from shared.adapters import topics
+from shared.adapters.answers import Answers, Received
 from shared.adapters.rdkafka import RdProducer, make_rd_consumer, poll_messages
 from shared.settings import Settings
 
@@ -51,11 +59,10 @@ class MeridianClient:
         except (KafkaException, UnreadableTopic):
             self._close_transport()
             raise
-        self.results: dict[str, tuple[Result, float]] = {}
-        #: claimed query id -> the rejections of messages refused under their position
-        self.refusals: dict[str, list[Result]] = {}
-        self.duplicates = 0
+        self._answers = Answers()
         self.malformed = 0
+        #: results whose query's delivery report came in since, for the receiving thread to file
+        self._released: list[Received] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._receive, daemon=True)
@@ -87,8 +94,30 @@ class MeridianClient:
         """Send ``query`` stamped with the time of sending (its deadline counts from it); returns what was
         sent."""
         query = query.model_copy(update={"sent_at": time.time()})
-        self._producer.send(topics.QUERIES, key=query.application.encode(), value=query.model_dump_json().encode())
+        with self._lock:
+            self._answers.sending(query.query_id)
+        self._producer.send(topics.QUERIES, key=query.application.encode(), value=query.model_dump_json().encode(),
+                            on_delivery=functools.partial(self._delivered, query.query_id))
         return query
+
+    def _delivered(self, query_id: str, error: KafkaError | None, message: Message) -> None:
+        at = None if error is not None else position(message.topic(), message.partition(), message.offset())
+        with self._lock:
+            self._released.extend(self._answers.delivered(query_id, at))
+
+    @property
+    def results(self) -> dict[str, Received]:
+        """query id -> (its first answer, when it was received)."""
+        return self._answers.results
+
+    @property
+    def refusals(self) -> dict[str, list[Result]]:
+        """query id -> the results for it not taken as its answer (see the module's docstring)."""
+        return self._answers.refusals
+
+    @property
+    def duplicates(self) -> int:
+        return self._answers.duplicates
 
     def send_raw(self, value: bytes, key: bytes | None = None) -> None:
         self._producer.send(topics.QUERIES, key=key, value=value)
@@ -127,6 +156,11 @@ class MeridianClient:
         while not self._stop.is_set():
             messages = poll_messages(self._consumer, timeout_s=0.1, max_messages=256)
             received = time.time()
+            self._producer.poll()  # delivery reports, so that no result waits for the next send
+            with self._lock:
+                released, self._released = self._released, []
+            for result, at in released:
+                self._keep(result, at)
             for message in messages:
                 try:
                     result = Result.model_validate_json(message.value())
@@ -137,16 +171,9 @@ class MeridianClient:
 
     def _keep(self, result: Result, received: float) -> None:
         with self._lock:
-            if result.claimed_query_id is not None or "/" in result.query_id:
-                self.refusals.setdefault(result.claimed_query_id or result.query_id, []).append(result)
-                return
-            first = result.query_id not in self.results
-            if first:
-                self.results[result.query_id] = (result, received)
-            else:
-                self.duplicates += 1
-        if first and self._on_result is not None:
-            self._on_result(result, received)
+            answer = self._answers.keep(result, received)
+        if answer is not None and self._on_result is not None:
+            self._on_result(answer, received)
 
     def __enter__(self) -> "MeridianClient":
         return self

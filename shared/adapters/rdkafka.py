@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from shared.adapters.kafka_io import RECONNECT_OPTIONS
 from shared.settings import Settings
@@ -49,13 +50,20 @@ class RdProducer:
                                    "partitioner": "murmur2_random"})
         self._closed = False
 
-    def send(self, topic: str, *, value: bytes, key: bytes | None = None) -> None:
+    def send(self, topic: str, *, value: bytes, key: bytes | None = None,
+             on_delivery: Callable[[KafkaError | None, Message], None] | None = None) -> None:
+        """``on_delivery(error, message)`` once the broker has the message (its partition and offset) or
+        gave up; called from `send`, `flush` or `poll`, on the calling thread."""
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key)
+                self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
                 break
             except BufferError:  # the local queue is full: serve delivery reports until there is room
                 self._producer.poll(0.05)
+        self._producer.poll(0)
+
+    def poll(self) -> None:
+        """Serve the delivery reports that have arrived, without waiting."""
         self._producer.poll(0)
 
     def flush(self, timeout: float | None = None) -> None:

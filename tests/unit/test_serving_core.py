@@ -1,11 +1,13 @@
 """The serving core: admission, drops, workers, re-queueing, and the scheduler messages made from it."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
-from schemas import BatchFinished, BatchRefused, Query, WorkerHeartbeat, WorkerStopped
-from services.scheduler.messages import dispatch_batch, dropped
+from schemas import BatchFinished, BatchRefused, Query, WorkerHeartbeat, WorkerStopped, position
+from services.scheduler.messages import Received, dispatch_batch, dropped
 from shared.catalogue import Catalogue
 from shared.policy.fcfs import FcfsDispatch
 from shared.profiles import DeviceType, ProfileSet, VariantProfile
@@ -35,6 +37,7 @@ class Harness:
 
     def __init__(self, **options: float) -> None:
         self.clock = Clock()
+        self.offsets = itertools.count()  # the queries topic, as the scheduler reads it
         self.core = SchedulerCore(FcfsDispatch(), Catalogue(PROFILES, {"app": ["fam"]}),
                                   CoreConfig(drop_after_slo_multiple=options.get("drop", 5.0),
                                              worker_timeout_s=options.get("timeout", 3.0),
@@ -51,7 +54,8 @@ class Harness:
     def admit(self, query: Query, now: float, token=None, *, sent_at: float | None = None, **transport) -> str | None:
         """Admit ``query`` as sent at ``sent_at`` (default: just now)."""
         query = query.model_copy(update={"sent_at": now if sent_at is None else sent_at})
-        rejection = self.at(now).core.admit(query, payload=query, ack_token=token, **transport)
+        received = Received(query, position("meridian.queries", 0, next(self.offsets)))
+        rejection = self.at(now).core.admit(query, payload=received, ack_token=token, **transport)
         return None if rejection is None else rejection.reason
 
     def event(self, event, now: float) -> None:
@@ -136,6 +140,7 @@ def test_stale_queries_are_dropped_explicitly() -> None:
     assert result.status.value == "dropped" and item.ack_token == "t" and "50 ms SLO" in result.reason
     assert "would miss its deadline by 0.5 ms" in result.reason and "1 ms on its fastest variant" in result.reason
     assert not core.core.queue and result.timestamps.scheduler_received == 1.0
+    assert result.query_position == "meridian.queries/0/0", "an answer names the message it answers"
 
 
 def test_a_lost_workers_batches_are_requeued_first() -> None:

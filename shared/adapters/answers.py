@@ -1,0 +1,66 @@
+"""Which result answers which of a client's queries: the client library's bookkeeping, without its I/O.
+
+Query ids are the clients' to choose, so another sender may claim one of a client's. Every result names
+the query message it answers (``Result.query_position``), and the producer's delivery report tells the
+client where its own message landed: a result naming that position is the answer to the client's query,
+whatever arrived first, and any other result for the id is kept apart in ``refusals``.
+"""
+from __future__ import annotations
+
+from schemas import Result
+
+Received = tuple[Result, float]
+
+
+class Answers:
+    """The first answer per query id (``results``), the results kept apart (``refusals``), and the repeats
+    suppressed (``duplicates``). Not thread-safe: the client holds its lock around every call."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, Received] = {}
+        #: query id -> results for it not taken as its answer: refusals of messages that claimed it, and
+        #: answers to messages other than this client's
+        self.refusals: dict[str, list[Result]] = {}
+        self.duplicates = 0
+        #: the ids this client sent, and where each of its messages landed (position -> id)
+        self._sent: set[str] = set()
+        self._mine: dict[str, str] = {}
+        #: sent and not yet reported delivered: their results wait in ``_early`` for the report
+        self._early: dict[str, list[Received]] = {}
+
+    def sending(self, query_id: str) -> None:
+        """The client sends a query with this id: whatever was taken for it before belongs to another's
+        message (this client's own earlier answer excepted: a re-sent id keeps its first answer)."""
+        taken = self.results.get(query_id)
+        if taken is not None and taken[0].query_position not in self._mine:
+            del self.results[query_id]
+            self.refusals.setdefault(query_id, []).append(taken[0])
+        self._sent.add(query_id)
+        self._early.setdefault(query_id, [])
+
+    def delivered(self, query_id: str, position: str | None) -> list[Received]:
+        """Its delivery report (``position`` None: never delivered, so no result is its answer); returns the
+        results that waited for it, to `keep` now."""
+        if position is not None:
+            self._mine[position] = query_id
+        return self._early.pop(query_id, [])
+
+    def keep(self, result: Result, received: float) -> Result | None:
+        """File ``result``; returns it (as the answer to the client's query id) if it is a query's first answer."""
+        owner = self._mine.get(result.query_position) if result.query_position is not None else None
+        if owner is None and result.query_id in self._early:
+            self._early[result.query_id].append((result, received))
+            return None
+        if owner is None and (result.query_id in self._sent or result.claimed_query_id is not None
+                              or "/" in result.query_id):
+            self.refusals.setdefault(result.claimed_query_id or result.query_id, []).append(result)
+            return None
+        if owner is None:  # a query not sent by this client (another client's, or sent raw): as it says
+            owner = result.query_id
+        elif owner != result.query_id:  # this client's own message, refused under its position
+            result = result.model_copy(update={"query_id": owner})
+        if owner in self.results:
+            self.duplicates += 1
+            return None
+        self.results[owner] = (result, received)
+        return result
