@@ -14,7 +14,7 @@ from bench.common import write_result
 from schemas import Query
 from services.drills.hostile import flood
 from services.drills.spoofing import SpoofingOutcome, spoof
-from services.drills.scenarios import DRILLS, DrillConfig, leader_kill
+from services.drills.scenarios import DRILLS, DrillConfig, leader_kill, scheduler_restart
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.stack import LocalStack
 from shared.tensors import encode
@@ -22,6 +22,8 @@ from shared.tensors import encode
 STEADY = DrillConfig(rate_qps=40.0, duration_s=40.0, fault_at_s=10.0, outage_s=8.0, slo_ms=5000.0, settle_s=120.0)
 #: a killed broker's partitions change leader once the controller's 9 s broker session timeout has passed
 LEADER_KILL = replace(STEADY, outage_s=15.0)
+#: the scheduler SIGKILLed and started again at once under 100 q/s: what its restart itself costs
+RESTART_AT_ONCE = replace(STEADY, rate_qps=100.0, outage_s=0.0)
 #: a minute at three times one worker's capacity
 OVERLOAD = DrillConfig(duration_s=60.0, slo_ms=1000.0, settle_s=120.0)
 HOSTILE_PER_TOPIC = 10_000
@@ -39,6 +41,10 @@ def main() -> None:
             scenarios[name] = {"duplicates_on_wire": outcome.duplicates_seen_by_client,
                                **outcome.model_dump(exclude={"series"})}
             print(f"{name}: {outcome.model_dump_json(exclude={'series'})}", flush=True)
+        outcome = scheduler_restart(stack, root / "scheduler_restart_at_once", PORT_BASE, RESTART_AT_ONCE)
+        scenarios["scheduler_restart_at_once"] = {"duplicates_on_wire": outcome.duplicates_seen_by_client,
+                                                  **outcome.model_dump(exclude={"series"})}
+        print(f"scheduler_restart_at_once: {outcome.model_dump_json(exclude={'series'})}", flush=True)
         scenarios["hostile_input"] = hostile_input(stack, root / "hostile").model_dump()
         scenarios["spoofing"] = spoofing(stack, root / "spoofing").model_dump()
         print(f"spoofing: {scenarios['spoofing']}", flush=True)
@@ -50,6 +56,7 @@ def main() -> None:
         print(f"leader_kill: {outcome.model_dump_json(exclude={'series'})}", flush=True)
     write_result("faults", {
         "setup": {"steady_load": STEADY.__dict__, "overload": OVERLOAD.__dict__,
+                  "scheduler_restart_at_once": RESTART_AT_ONCE.__dict__,
                   "leader_kill": {**LEADER_KILL.__dict__,
                                   "cluster": "3 KRaft nodes, 3 replicas, min.insync.replicas 2"},
                   "hostile_messages_per_topic": HOSTILE_PER_TOPIC,

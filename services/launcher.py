@@ -88,8 +88,11 @@ class LocalLauncher:
 
     def start_scheduler(self, *, metrics_port: int = 9101, policy: str | None = None,
                         extra_env: dict[str, str] | None = None, name: str = "scheduler") -> ManagedProcess:
-        """A scheduler process; several (each its own ``name`` and port) split the applications between them."""
-        env = {"MERIDIAN_SCHEDULER_METRICS_PORT": str(metrics_port), **(extra_env or {})}
+        """A scheduler process; several (each its own ``name`` and port) split the applications between them.
+        ``name`` is its lasting name in the consumer group too: started again under it, it takes its
+        partitions back at once."""
+        env = {"MERIDIAN_SCHEDULER_METRICS_PORT": str(metrics_port), "MERIDIAN_SCHEDULER_INSTANCE": name,
+               **(extra_env or {})}
         if policy:
             env["MERIDIAN_SCHEDULER_POLICY"] = policy
         return self.start_service(name, "services.scheduler", metrics_port=metrics_port, extra_env=env)

@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     result_partitions: int = Field(default=4, ge=1)
     #: the dispatch policy the scheduler runs (see ``shared.policy.registry``)
     scheduler_policy: str = "fcfs"
+    #: this scheduler's lasting name in its consumer group (Kafka static membership, ``group.instance.id``):
+    #: restarted under the same name, it is handed its partitions back at once instead of after the
+    #: session timeout (10 s). Each scheduler of a group needs its own; none: a dynamic member
+    scheduler_instance: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,64}$")
     #: application -> the dispatch policy serving it, JSON (the others get ``scheduler_policy``); a
     #: ``SwitchPolicy`` on ``meridian.control`` changes one while serving
     application_policies: dict[str, str] = Field(default_factory=dict)

@@ -3,7 +3,7 @@ import sys
 
 from services.log import configure_logging
 from services.scheduler.app import build_app
-from services.scheduler.setup import prepare
+from services.scheduler.setup import leave_group, prepare
 from shared.settings import Settings
 
 if __name__ == "__main__":
@@ -12,4 +12,7 @@ if __name__ == "__main__":
     prepare(settings)
     app = build_app(settings)
     sys.argv = [sys.argv[0], "worker", "--loglevel", "warn", "--without-web", *sys.argv[1:]]
-    app.main()
+    try:
+        app.main()
+    finally:  # a stop, not a crash (a SIGKILL comes back under the same name and takes its partitions back)
+        leave_group(settings)

@@ -10,11 +10,14 @@ from typing import Any
 import faust
 from aiokafka import AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+from kafka.admin import MemberToRemove
+from kafka.errors import KafkaError
 from pydantic import BaseModel, ValidationError
 
 from shared import metrics
+from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error
-from shared.adapters.kafka_io import ensure_core_topics
+from shared.adapters.kafka_io import ensure_core_topics, make_admin
 from shared.settings import KafkaSecurity, Settings
 
 SERVICE = "scheduler"
@@ -49,7 +52,7 @@ def app_options(settings: Settings) -> dict[str, Any]:
         broker_session_timeout=10, broker_heartbeat_interval=1, broker_commit_interval=0.5,
         producer_linger_ms=0, producer_acks=-1,
         producer_max_request_size=16 * 1024 * 1024, consumer_max_fetch_size=16 * 1024 * 1024,
-        consumer_auto_offset_reset="earliest",
+        consumer_auto_offset_reset="earliest", consumer_group_instance_id=settings.scheduler_instance,
         datadir=str(settings.var_dir / "scheduler"),
     )
 
@@ -64,6 +67,24 @@ def prepare(settings: Settings) -> None:
     metrics.DEAD_LETTERS.labels(SERVICE)  # series exist before the first event
     for application in settings.applications:
         metrics.QUEUE_DEPTH.labels(application).set(0)
+
+
+def leave_group(settings: Settings) -> None:
+    """Take a static member (``scheduler_instance``) out of the scheduler group once it has stopped.
+
+    A static member does not leave its group when it stops, so that a restart takes its partitions straight
+    back; a stop that is not a crash says it is gone, and the other schedulers take over at once instead
+    of after the session timeout."""
+    if settings.scheduler_instance is None:
+        return
+    admin = make_admin(settings)
+    try:
+        admin.remove_group_members(topics.SCHEDULER_GROUP, [MemberToRemove(
+            group_instance_id=settings.scheduler_instance, reason="the scheduler stopped")])
+    except KafkaError as exc:  # gone already (its session expired), or no broker: nothing to hand over
+        logging.getLogger(__name__).warning("could not leave the scheduler group: %s", exc)
+    finally:
+        admin.close()
 
 
 async def follow_topic(settings: Settings, credentials: faust.types.auth.CredentialsT | None, topic: str,

@@ -1,5 +1,7 @@
 """Two scheduler processes in one consumer group split four applications; one leaves and comes back
-under load (SIGTERM, then SIGKILL): at the client, no query is lost and none is answered twice."""
+under load (SIGTERM, then SIGKILL): at the client, no query is lost and none is answered twice. Each is a
+static member of the group under its name: stopped, it leaves the group; killed, it stays a member, for
+its restart to take its partitions back."""
 from __future__ import annotations
 
 import itertools
@@ -17,6 +19,8 @@ from services.drills.load import run_drill
 from services.drills.scenarios import DIGITS_TEST_SPLIT, DIGITS_VARIANTS
 from services.launcher import LocalLauncher, ManagedProcess, read_metric, wait_until
 from services.stack import LocalStack
+from shared.adapters import topics
+from shared.adapters.kafka_io import make_admin
 from shared.settings import Settings
 from shared.tensors import encode
 
@@ -29,6 +33,16 @@ ENV = {"MERIDIAN_APPLICATIONS": json.dumps(APPLICATIONS)}
 PORTS = {"scheduler-1": 19771, "scheduler-2": 19772}
 #: the SLO outlasts the rebalance: a query that is not answered was lost, not late
 RATE_QPS, DURATION_S, FAULT_AT_S, AWAY_S, SLO_MS = 40.0, 24.0, 6.0, 6.0, 30_000.0
+
+
+def static_members(settings: Settings) -> set[str]:
+    """The lasting names of the scheduler group's members, as its coordinator describes it now."""
+    admin = make_admin(settings)
+    try:
+        group = admin.describe_groups([topics.SCHEDULER_GROUP])[topics.SCHEDULER_GROUP]
+    finally:
+        admin.close()
+    return {member["group_instance_id"] for member in group["members"]}
 
 
 def owned(process: ManagedProcess) -> int:
@@ -67,6 +81,8 @@ def test_a_scheduler_leaving_and_returning_under_load_loses_and_repeats_nothing(
         def leave_and_return() -> None:
             process = launcher.processes.pop("scheduler-2")
             process.stop() if how == "sigterm" else process.kill()
+            # within the 10 s session timeout: only a stop, not a crash, takes it out of the group at once
+            assert ("scheduler-2" in static_members(settings)) == (how == "sigkill")
             wait_until(lambda: owned(first) == 4, 60, "scheduler-1 to take every partition", [first])
             time.sleep(AWAY_S)
             back = launcher.start_scheduler(name="scheduler-2", metrics_port=PORTS["scheduler-2"], extra_env=ENV)
