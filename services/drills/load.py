@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +32,11 @@ class DrillOutcome(BaseModel):
     #: from the repair (the broken part healthy again) to the last disturbed result; 0 when the
     #: disturbance ended before the repair, None when queries were lost
     recovery_after_repair_s: float | None = None
+    #: from the repair to the first ``ok`` received after it (a restarted process serving again)
+    first_ok_after_repair_s: float | None = None
+    #: the client -> scheduler hop (the scheduler's receipt less the client's send), its median in each
+    #: second of receipt after the recovery, at its highest: a path left slow after the disturbance shows here
+    longest_client_hop_p50_ms_after_recovery: float | None = None
     #: answered ``ok`` but after their SLO, counted at the client
     late: int = 0
     #: answered within their SLO, of those sent
@@ -112,6 +117,10 @@ def summarize(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict
     recovery_s = None if len(results) < len(sent_at) else round(last_disturbed - fault_s, 3)
     after_repair = (None if recovery_s is None or repaired_s is None
                     else round(max(0.0, last_disturbed - repaired_s), 3))
+    oks_after_repair = [received[qid] for qid, r in results.items()
+                        if r.status is ResultStatus.OK and qid in received and repaired_s is not None
+                        and received[qid] >= repaired_s]
+    first_ok = None if not oks_after_repair else round(min(oks_after_repair) - repaired_s, 3)
     in_slo = sum(1 for qid, r in results.items() if r.status is ResultStatus.OK and qid in received
                  and (received[qid] - sent_at[qid]) * 1000.0 <= slo_ms[qid])
     answered = statuses.count(ResultStatus.OK)
@@ -120,7 +129,28 @@ def summarize(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict
         sent=len(sent_at), answered=answered, late=answered - in_slo, dropped=statuses.count(ResultStatus.DROPPED),
         rejected=statuses.count(ResultStatus.REJECTED), errors=statuses.count(ResultStatus.ERROR),
         lost=len(sent_at) - len(results), duplicates_seen_by_client=duplicates, recovery_s=recovery_s,
-        recovery_after_repair_s=after_repair, within_slo_fraction=round(in_slo / len(sent_at), 4) if sent_at else 0.0)
+        recovery_after_repair_s=after_repair, first_ok_after_repair_s=first_ok,
+        longest_client_hop_p50_ms_after_recovery=longest_hop_p50_ms(results.values(), after_s=last_disturbed), within_slo_fraction=round(in_slo / len(sent_at), 4) if sent_at else 0.0)
+
+
+def longest_hop_p50_ms(results: Iterable[Result], *, after_s: float) -> float | None:
+    """The highest per-second median of the client -> scheduler hop, over the seconds of the scheduler's
+    receipt after ``after_s`` (None: no result says both times).
+
+    Examples
+    --------
+    >>> from schemas import HopTimestamps
+    >>> def at(sent, got): return Result(query_id="q", status=ResultStatus.OK,
+    ...                                  timestamps=HopTimestamps(client_sent=sent, scheduler_received=got))
+    >>> longest_hop_p50_ms([at(0.0, 0.9), at(10.0, 10.002), at(10.5, 10.504), at(11.0, 11.03)], after_s=5.0)
+    30.0
+    """
+    by_second: dict[int, list[float]] = {}
+    for result in results:
+        sent, got = result.timestamps.client_sent, result.timestamps.scheduler_received
+        if sent is not None and got is not None and got > after_s:
+            by_second.setdefault(int(got - after_s), []).append((got - sent) * 1000.0)
+    return round(max(float(np.median(hops)) for hops in by_second.values()), 3) if by_second else None
 
 
 def per_second(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict[str, Result],

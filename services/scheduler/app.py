@@ -154,11 +154,33 @@ def build_app(settings: Settings) -> faust.App:
             released = core.release(lambda delivery: cast(tuple[int, int], delivery)[0] in gone)
             logger.info("partitions %s moved to another scheduler: %d waiting queries let go", sorted(gone), released)
         if now_owned - owned:
+            logger.info("partitions %s of %s are this scheduler's: reading back the last %g s of dispatch and "
+                        "results first, to skip what was handed on already", sorted(now_owned - owned),
+                        topics.QUERIES, settings.restart_lookback_s)
+            reading = time.monotonic()
             handed_on = await asyncio.to_thread(handed_on_query_ids, settings, lookback_s=settings.restart_lookback_s)
+            logger.info("read back in %.1f s: %d queries were handed on already", time.monotonic() - reading,
+                        len(handed_on))
         owned.clear()
         owned.update(now_owned)
         metrics.OWNED_PARTITIONS.set(len(owned))
         settled.set()
+
+    @app.task
+    async def say_what_it_waits_for() -> None:
+        """A starting scheduler says what it waits for while it waits: a silent start looks like a hang."""
+        started = time.monotonic()
+        member = f" as static member {settings.scheduler_instance!r}" if settings.scheduler_instance else ""
+        logger.info("joining consumer group %s%s: waiting for partitions of %s", topics.SCHEDULER_GROUP, member,
+                    topics.QUERIES)
+        await settled.wait()
+        logger.info("serving partitions %s of %s, %.1f s after start", sorted(owned), topics.QUERIES,
+                    time.monotonic() - started)
+        if not core.workers:
+            logger.info("no worker heard yet: queries wait for a worker's heartbeat on %s", topics.WORKER_EVENTS)
+            while not core.workers:
+                await asyncio.sleep(0.1)
+            logger.info("heard worker %s, %.1f s after start", next(iter(core.workers)), time.monotonic() - started)
 
     @app.agent(app.topic(topics.QUERIES, partitions=settings.query_partitions))
     async def admit_queries(stream: faust.StreamT) -> None:

@@ -54,3 +54,16 @@ def test_every_generated_hostile_message_is_invalid_for_its_topic() -> None:
             except ValidationError:
                 continue
             raise AssertionError(f"a valid {model.__name__} was generated: {message[:200]!r}")
+
+
+def test_a_restart_is_measured_to_its_first_ok_and_by_the_slowest_second_of_the_hop_after() -> None:
+    def timed(query_id: str, sent: float, got: float, status: ResultStatus = ResultStatus.OK) -> Result:
+        return Result(query_id=query_id, status=status,
+                      timestamps=HopTimestamps(client_sent=sent, scheduler_received=got))
+    sent = {"a": 0.0, "b": 2.0, "c": 3.0, "d": 6.0, "e": 6.5}
+    results = {"a": timed("a", 0.0, 0.001), "b": timed("b", 2.0, 5.0, ResultStatus.DROPPED),
+               "c": timed("c", 3.0, 5.0), "d": timed("d", 6.0, 6.2), "e": timed("e", 6.5, 6.501)}
+    received = {"a": 0.1, "b": 5.1, "c": 5.2, "d": 6.3, "e": 6.6}
+    out = summarize(sent, dict.fromkeys(sent, 5000.0), results, received, 0, 1.0, repaired_s=4.0)
+    assert out.first_ok_after_repair_s == 1.2  # c, at 5.2; b was dropped
+    assert out.longest_client_hop_p50_ms_after_recovery == 100.5  # after c (received 5.2): d 200 ms, e 1 ms, one second
