@@ -166,13 +166,14 @@ def build_app(settings: Settings) -> faust.App:
         metrics.OWNED_PARTITIONS.set(len(owned))
         settled.set()
 
+    started = time.monotonic()
+    member = f" as static member {settings.scheduler_instance!r}" if settings.scheduler_instance else ""
+    logger.info("joining consumer group %s%s: waiting for partitions of %s", topics.SCHEDULER_GROUP, member,
+                topics.QUERIES)
+
     @app.task
     async def say_what_it_waits_for() -> None:
         """A starting scheduler says what it waits for while it waits: a silent start looks like a hang."""
-        started = time.monotonic()
-        member = f" as static member {settings.scheduler_instance!r}" if settings.scheduler_instance else ""
-        logger.info("joining consumer group %s%s: waiting for partitions of %s", topics.SCHEDULER_GROUP, member,
-                    topics.QUERIES)
         await settled.wait()
         logger.info("serving partitions %s of %s, %.1f s after start", sorted(owned), topics.QUERIES,
                     time.monotonic() - started)
