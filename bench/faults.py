@@ -8,16 +8,13 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from bench.common import write_result
-from schemas import Query
 from services.drills.hostile import flood
+from services.drills.load import DrillOutcome
+from services.drills.scenarios import DRILLS, DrillConfig, digits_queries, leader_kill, scheduler_restart
 from services.drills.spoofing import SpoofingOutcome, spoof
-from services.drills.scenarios import DRILLS, DrillConfig, leader_kill, scheduler_restart
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.stack import LocalStack
-from shared.tensors import encode
 
 STEADY = DrillConfig(rate_qps=40.0, duration_s=40.0, fault_at_s=10.0, outage_s=8.0, slo_ms=5000.0, settle_s=120.0)
 #: a killed broker's partitions change leader once the controller's 9 s broker session timeout has passed
@@ -36,24 +33,16 @@ def main() -> None:
     with LocalStack(var_dir=root / "var", kafka_port=29592, redis_port=26479, components=("kafka", "redis")) as stack:
         for name, drill in DRILLS.items():
             config = OVERLOAD if name == "overload" else STEADY
-            outcome = drill(stack, root / name, PORT_BASE, config)
-            # every result on the wire reaches the client, which counts the repeats it suppressed
-            scenarios[name] = {"duplicates_on_wire": outcome.duplicates_seen_by_client,
-                               **outcome.model_dump(exclude={"series"})}
-            print(f"{name}: {outcome.model_dump_json(exclude={'series'})}", flush=True)
-        outcome = scheduler_restart(stack, root / "scheduler_restart_at_once", PORT_BASE, RESTART_AT_ONCE)
-        scenarios["scheduler_restart_at_once"] = {"duplicates_on_wire": outcome.duplicates_seen_by_client,
-                                                  **outcome.model_dump(exclude={"series"})}
-        print(f"scheduler_restart_at_once: {outcome.model_dump_json(exclude={'series'})}", flush=True)
+            scenarios[name] = drill_entry(name, drill(stack, root / name, PORT_BASE, config))
+        scenarios["scheduler_restart_at_once"] = drill_entry("scheduler_restart_at_once", scheduler_restart(
+            stack, root / "scheduler_restart_at_once", PORT_BASE, RESTART_AT_ONCE))
         scenarios["hostile_input"] = hostile_input(stack, root / "hostile").model_dump()
         scenarios["spoofing"] = spoofing(stack, root / "spoofing").model_dump()
         print(f"spoofing: {scenarios['spoofing']}", flush=True)
     with LocalStack(var_dir=root / "cluster-var", kafka_port=29800, kafka_brokers=3, redis_port=26579,
                     components=("kafka", "redis")) as cluster:
-        outcome = leader_kill(cluster, root / "leader_kill", PORT_BASE, LEADER_KILL)
-        scenarios["leader_kill"] = {"duplicates_on_wire": outcome.duplicates_seen_by_client,
-                                    **outcome.model_dump(exclude={"series"})}
-        print(f"leader_kill: {outcome.model_dump_json(exclude={'series'})}", flush=True)
+        scenarios["leader_kill"] = drill_entry("leader_kill", leader_kill(cluster, root / "leader_kill", PORT_BASE,
+                                                                           LEADER_KILL))
     write_result("faults", {
         "setup": {"steady_load": STEADY.__dict__, "overload": OVERLOAD.__dict__,
                   "scheduler_restart_at_once": RESTART_AT_ONCE.__dict__,
@@ -64,6 +53,13 @@ def main() -> None:
                              "emulating cpu-1t efficientnet-lite0 from its measured profile"},
         "scenarios": scenarios,
     })
+
+
+def drill_entry(name: str, outcome: DrillOutcome) -> dict:
+    """A drill's line of the results (printed as it ends): every result on the wire reaches the client,
+    which counts the repeats it suppressed."""
+    print(f"{name}: {outcome.model_dump_json(exclude={'series'})}", flush=True)
+    return {"duplicates_on_wire": outcome.duplicates_seen_by_client, **outcome.model_dump(exclude={"series"})}
 
 
 def hostile_input(stack: LocalStack, log_dir: Path):
@@ -81,15 +77,11 @@ def hostile_input(stack: LocalStack, log_dir: Path):
 
 def spoofing(stack: LocalStack, log_dir: Path) -> SpoofingOutcome:
     """Every rejected kind of message claiming a client's query id, before and after its query."""
-    settings = stack.settings()
-    rows = np.load(settings.models_dir / "digits-test.npz")["x"][:1].astype(np.float32)
-    template = Query(query_id="template", application="digits", model="digits", slo_ms=5000.0, batch_size=1,
-                     inputs=encode(rows), sent_at=0.0)
     with LocalLauncher(stack.env, log_dir) as launcher:
         scheduler = launcher.start_scheduler(metrics_port=PORT_BASE + 10)
         launcher.start_worker("spoofing-w", variants=["digits-mlp-s"], metrics_port=PORT_BASE + 11)
         launcher.wait_for_workers(scheduler, 1, timeout_s=120)
-        return spoof(settings, template)
+        return spoof(stack.settings(), digits_queries(STEADY.slo_ms)())
 
 
 if __name__ == "__main__":

@@ -130,7 +130,8 @@ def summarize(sent_at: dict[str, float], slo_ms: dict[str, float], results: dict
         rejected=statuses.count(ResultStatus.REJECTED), errors=statuses.count(ResultStatus.ERROR),
         lost=len(sent_at) - len(results), duplicates_seen_by_client=duplicates, recovery_s=recovery_s,
         recovery_after_repair_s=after_repair, first_ok_after_repair_s=first_ok,
-        longest_client_hop_p50_ms_after_recovery=longest_hop_p50_ms(results.values(), after_s=last_disturbed), within_slo_fraction=round(in_slo / len(sent_at), 4) if sent_at else 0.0)
+        longest_client_hop_p50_ms_after_recovery=longest_hop_p50_ms(results.values(), after_s=last_disturbed),
+        within_slo_fraction=round(in_slo / len(sent_at), 4) if sent_at else 0.0)
 
 
 def longest_hop_p50_ms(results: Iterable[Result], *, after_s: float) -> float | None:

@@ -22,7 +22,8 @@ Hostile = Callable[[Query, str], bytes]
 
 
 def _query(template: Query, query_id: str, **fields: object) -> bytes:
-    return template.model_copy(update={"query_id": query_id, "sent_at": time.time(), **fields}).model_dump_json().encode()
+    update = {"query_id": query_id, "sent_at": time.time(), **fields}
+    return template.model_copy(update=update).model_dump_json().encode()
 
 
 def _oversized(template: Query, query_id: str) -> bytes:
@@ -40,8 +41,9 @@ REFUSED: dict[str, tuple[Hostile, str]] = {
     "slo below any latency": (lambda t, qid: _query(t, qid, slo_ms=0.0001), "below the fastest"),
     "sent a year ahead": (lambda t, qid: _query(t, qid, sent_at=time.time() + 365 * 86_400),
                           "`sent_at` is 365 days ahead of the scheduler's clock"),
-    "sent a minute ahead": (lambda t, qid: _query(t, qid, sent_at=time.time() + 60), "s ahead of the scheduler's clock"),
-    "wrong row shape": (lambda t, qid: _query(t, qid, inputs=encode(np.zeros((1, 3, 3), np.float32))),
+    "sent a minute ahead": (lambda t, qid: _query(t, qid, sent_at=time.time() + 60),
+                            "s ahead of the scheduler's clock"),
+    "wrong row shape": (lambda t, qid: _query(t, qid, batch_size=1, inputs=encode(np.zeros((1, 3, 3), np.float32))),
                         "`inputs` rows have shape [3, 3] of float32, but the model takes rows of shape"),
 }
 

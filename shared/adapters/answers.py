@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from schemas import Result
 
-Received = tuple[Result, float]
+ResultAt = tuple[Result, float]
 
 
 class Answers:
@@ -17,7 +17,7 @@ class Answers:
     suppressed (``duplicates``). Not thread-safe: the client holds its lock around every call."""
 
     def __init__(self) -> None:
-        self.results: dict[str, Received] = {}
+        self.results: dict[str, ResultAt] = {}
         #: query id -> results for it not taken as its answer: refusals of messages that claimed it, and
         #: answers to messages other than this client's
         self.refusals: dict[str, list[Result]] = {}
@@ -26,7 +26,7 @@ class Answers:
         self._sent: set[str] = set()
         self._mine: dict[str, str] = {}
         #: sent and not yet reported delivered: their results wait in ``_early`` for the report
-        self._early: dict[str, list[Received]] = {}
+        self._early: dict[str, list[ResultAt]] = {}
 
     def sending(self, query_id: str) -> None:
         """The client sends a query with this id: whatever was taken for it before belongs to another's
@@ -38,7 +38,7 @@ class Answers:
         self._sent.add(query_id)
         self._early.setdefault(query_id, [])
 
-    def delivered(self, query_id: str, position: str | None) -> list[Received]:
+    def delivered(self, query_id: str, position: str | None) -> list[ResultAt]:
         """Its delivery report (``position`` None: never delivered, so no result is its answer); returns the
         results that waited for it, to `keep` now."""
         if position is not None:

@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from schemas import Query, Result, position
 from shared.adapters import topics
-from shared.adapters.answers import Answers, Received
+from shared.adapters.answers import Answers, ResultAt
 from shared.adapters.rdkafka import RdProducer, make_rd_consumer, poll_messages
 from shared.settings import Settings
 
@@ -62,7 +62,7 @@ class MeridianClient:
         self._answers = Answers()
         self.malformed = 0
         #: results whose query's delivery report came in since, for the receiving thread to file
-        self._released: list[Received] = []
+        self._released: list[ResultAt] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._receive, daemon=True)
@@ -106,7 +106,7 @@ class MeridianClient:
             self._released.extend(self._answers.delivered(query_id, at))
 
     @property
-    def results(self) -> dict[str, Received]:
+    def results(self) -> dict[str, ResultAt]:
         """query id -> (its first answer, when it was received)."""
         return self._answers.results
 

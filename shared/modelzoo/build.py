@@ -10,7 +10,7 @@ split ``<out>/digits-test.npz`` (keys ``x``, ``y``; the registry's validation se
 
 The files are committed under `SHIPPED_DIR` (3.6 MB), so serving them needs onnxruntime but not torch or
 scikit-learn: ``make demo`` copies them into ``var/models`` and a light install is enough
-(``tests/unit/test_digits_shipped.py`` retrains them and checks the recipe still gives the same weights).
+(``tests/unit/test_modelzoo.py`` retrains them and checks the recipe still gives the same weights).
 
 A variant is trained only when its ONNX file is missing or was built from another recipe: each file
 carries the `shared.modelzoo.digits.recipe_sha256` it was built from in its metadata. Training is
