@@ -88,8 +88,8 @@ class Settings(BaseSettings):
     max_clock_skew_s: float = Field(default=5.0, gt=0.0)
     #: a query id the scheduler admitted within this many seconds is answered once; a repeat is rejected
     duplicate_window_s: float = Field(default=600.0, gt=0.0)
-    #: a (re)starting scheduler reads this much of the dispatch and results topics' recent past, so that
-    #: it does not hand on again the re-read queries it had handed on before it stopped
+    #: a (re)starting scheduler reads the dispatch and results topics back to its oldest unacknowledged
+    #: query, at most this far, so that it does not hand on again the re-read queries it had handed on
     restart_lookback_s: float = Field(default=120.0, ge=0.0)
     #: seconds between worker heartbeats; a worker silent for 3 of them is considered gone
     heartbeat_interval_s: float = Field(default=1.0, gt=0.0)

@@ -153,12 +153,13 @@ def build_app(settings: Settings) -> faust.App:
         if gone:
             released = core.release(lambda delivery: cast(tuple[int, int], delivery)[0] in gone)
             logger.info("partitions %s moved to another scheduler: %d waiting queries let go", sorted(gone), released)
-        if now_owned - owned:
-            logger.info("partitions %s of %s are this scheduler's: reading back the last %g s of dispatch and "
-                        "results first, to skip what was handed on already", sorted(now_owned - owned),
-                        topics.QUERIES, settings.restart_lookback_s)
+        if taken := now_owned - owned:
+            logger.info("partitions %s of %s are this scheduler's: reading back dispatch and results since their "
+                        "oldest unacknowledged query (at most %g s) first, to skip what was handed on already",
+                        sorted(taken), topics.QUERIES, settings.restart_lookback_s)
             reading = time.monotonic()
-            handed_on = await asyncio.to_thread(handed_on_query_ids, settings, lookback_s=settings.restart_lookback_s)
+            handed_on = await asyncio.to_thread(handed_on_query_ids, settings, taken,
+                                                lookback_s=settings.restart_lookback_s)
             logger.info("read back in %.1f s: %d queries were handed on already", time.monotonic() - reading,
                         len(handed_on))
         owned.clear()

@@ -2,25 +2,77 @@
 
 A scheduler that was killed re-reads every query whose offset it had not committed, and some of them it
 had already dispatched, or answered itself. The dispatch and results topics are the record of what went
-out: before it serves, the scheduler reads their last ``lookback_s`` and collects the query ids there, and
-acknowledges a re-read query among them instead of serving it twice. (A send still in flight when the
-process died is the remaining window: the broker may hold it without the scheduler having seen its ack.)
+out: before it serves, the scheduler collects the query ids there, and acknowledges a re-read query among
+them instead of serving it twice. (A send still in flight when the process died is the remaining window:
+the broker may hold it without the scheduler having seen its ack.)
+
+Only the part of the record that can name a re-read query is read: from when the oldest unacknowledged
+query was stamped (less the clock skew allowed between a client and the scheduler), at most
+``lookback_s`` back. After a clean stop nothing is unacknowledged and nothing is read.
 """
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
+
+from kafka import TopicPartition
 
 from shared.adapters import topics
+from shared.adapters.kafka_io import make_consumer
 from shared.adapters.recording import read_range
 from shared.settings import Settings
 
 
-def handed_on_query_ids(settings: Settings, *, lookback_s: float) -> set[str]:
+def handed_on_query_ids(settings: Settings, partitions: Iterable[int], *, lookback_s: float) -> set[str]:
+    """The ids of the queries of ``partitions`` (of the queries topic) that will be read again although
+    they were dispatched or answered already."""
+    since = oldest_unacknowledged_s(settings, partitions)
+    if since is None:
+        return set()
     now = time.time()
+    start = max(now - lookback_s, min(since, now) - settings.max_clock_skew_s)
     records = read_range(settings, lambda name: name.startswith((topics.DISPATCH_PREFIX, topics.RESULTS)),
-                         now - lookback_s, now + 1.0, timeout_s=30.0, whole=False)
+                         start, now + 1.0, timeout_s=30.0, whole=False)
     return {query_id for _, value in records for query_id in _query_ids(value)}
+
+
+def oldest_unacknowledged_s(settings: Settings, partitions: Iterable[int], *, timeout_s: float = 30.0) -> float | None:
+    """The earliest stamp among the queries past the scheduler group's committed offsets, which are the
+    queries the scheduler reads again (None: there are none). The earliest of all of them, not the first
+    one's: a client chooses its messages' stamps."""
+    consumer = make_consumer(settings, group_id=topics.SCHEDULER_GROUP, fetch_max_wait_ms=20)
+    try:
+        wanted = [TopicPartition(topics.QUERIES, p) for p in partitions]
+        consumer.assign(wanted)
+        firsts, ends = consumer.beginning_offsets(wanted), consumer.end_offsets(wanted)
+        pending: dict[TopicPartition, int] = {}
+        for tp in wanted:
+            committed = consumer.committed(tp)
+            start = max(committed if committed is not None else 0, firsts[tp])
+            if start < ends[tp]:
+                consumer.seek(tp, start)
+                pending[tp] = ends[tp]
+            else:
+                consumer.pause(tp)
+        earliest: float | None = None
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading the unacknowledged queries took longer than {timeout_s:g} s")
+            for tp, batch in consumer.poll(timeout_ms=200).items():
+                stop = pending.get(tp)
+                if stop is None:
+                    continue
+                stamps = [r.timestamp / 1000.0 for r in batch if r.offset < stop]
+                if stamps:
+                    earliest = min(stamps) if earliest is None else min(earliest, *stamps)
+                if consumer.position(tp) >= stop:
+                    pending.pop(tp)
+                    consumer.pause(tp)
+        return earliest
+    finally:
+        consumer.close(autocommit=False)
 
 
 def _query_ids(value: bytes) -> list[str]:

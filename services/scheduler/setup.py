@@ -9,6 +9,7 @@ from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer
+from faust.tables import TableManager
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from kafka.admin import MemberToRemove
 from kafka.errors import KafkaError
@@ -41,10 +42,22 @@ class LogFriendlyWorker(faust.Worker):
             self.spinner = None
 
 
+class TablelessTableManager(TableManager):
+    """faust's table manager waits a second at start so that tables declared late still join the first
+    subscription. The scheduler declares none: it subscribes at once, and a restart serves a second sooner."""
+
+    async def on_start(self) -> None:
+        if self:
+            await super().on_start()
+            return
+        await self._update_channels()
+        await self.recovery.start()
+
+
 def app_options(settings: Settings) -> dict[str, Any]:
     """Commit often, wait for every replica, never buffer a send: a query's path is latency-bound."""
     return dict(
-        Worker=LogFriendlyWorker,
+        Worker=LogFriendlyWorker, TableManager=TablelessTableManager,
         broker=";".join(f"kafka://{server}" for server in settings.kafka_bootstrap.split(",")),
         broker_credentials=broker_credentials(settings.kafka_security),
         value_serializer="raw", key_serializer="raw",
