@@ -3,7 +3,8 @@ the scheduler's ceiling.
 
 1. Added latency at 200 and at 1,000 queries/s with two real onnxruntime workers: per query, (result
    received by the client - client send) - (compute finished - compute started); p50 and p99. The
-   simulator's hop model (`shared.sim.transport.fit_transport`) fitted on the 200 q/s answers.
+   simulator's hop model (`shared.sim.transport.fit_transport`) fitted on the 200 q/s answers. Then 10 s
+   more of each load, sampled by py-spy (`bench.stage_profile`): the scheduler's CPU µs per query by stage.
 2. Overload: three times one emulated worker's measured capacity for a minute (the ``overload`` fault
    drill): goodput (``ok`` within SLO per second, at the client) against that capacity, the late share
    of answers, drops, the scheduler's memory and consumer lag, per second; drawn into
@@ -28,6 +29,8 @@ import numpy as np
 
 from bench.common import RESULTS_DIR, write_result
 from bench.kafka_clients import CANDIDATES, format_table, measure_clients
+from bench.stage_profile import StageProfile
+from bench.stage_profile import format_table as format_stages
 from schemas import Query, ResultStatus
 from services.drills.load import DrillOutcome
 from services.drills.scenarios import DRILLS, DrillConfig
@@ -39,6 +42,10 @@ from shared.settings import Settings
 from shared.sim.arrivals import poisson_arrivals
 from shared.sim.transport import TransportModel, fit_transport, hop_records
 from shared.tensors import encode
+
+
+#: seconds of each rate's load sampled by py-spy, after its measured run
+PROFILE_S = 10.0
 
 
 def send_poisson(client: MeridianClient, rate: float, duration_s: float, *, rows: np.ndarray | None,
@@ -71,13 +78,15 @@ def warm_up(client: MeridianClient, *, rows: np.ndarray | None, model: str) -> N
 
 
 def added_latency(stack: LocalStack, launcher: LocalLauncher, variants: list[str], rows: np.ndarray,
-                  duration_s: float, rates: tuple[float, ...]) -> tuple[dict[float, dict[str, float]], TransportModel]:
-    """Per rate, the added latency; and the simulator's hop model fitted at the lowest rate."""
+                  duration_s: float, rates: tuple[float, ...]
+                  ) -> tuple[dict[float, dict[str, float]], TransportModel, dict[str, dict[str, float]]]:
+    """Per rate, the added latency and the scheduler's CPU per query by stage; and the simulator's hop
+    model fitted at the lowest rate."""
     scheduler = launcher.start_scheduler(metrics_port=29301)
     for index in range(2):
         launcher.start_worker(f"bench-real-{index}", variants=variants[:1], metrics_port=29302 + index)
     launcher.wait_for_workers(scheduler, 2, timeout_s=120)
-    per_rate = {}
+    per_rate, cpu = {}, {}
     with MeridianClient(stack.settings()) as client:
         warm_up(client, rows=rows, model=variants[0])
         for index, rate in enumerate(rates):
@@ -99,9 +108,16 @@ def added_latency(stack: LocalStack, launcher: LocalLauncher, variants: list[str
                               "p99_ms": round(float(np.percentile(added_ms, 99)), 3),
                               "answered_ok": len(added), "sent": len(sent)}
             print(f"added latency at {rate:g} q/s: {per_rate[rate]}", flush=True)
+            # sampled apart from the measured run: py-spy pauses the scheduler for each sample
+            profile = StageProfile(scheduler.popen.pid, launcher.log_dir / f"scheduler-{rate:g}qps.txt")
+            profiled, _ = send_poisson(client, rate, PROFILE_S, rows=rows, rng=np.random.default_rng(20 + index),
+                                       model=variants[0])
+            cpu[f"{rate:g}_qps"] = profile.cpu_us_per_query(len(profiled))
+            client.wait_for(profiled, timeout_s=60)
     launcher.stop_all()
     print(f"transport fitted at {rates[0]:g} q/s (ms): {transport.summary_ms()}", flush=True)
-    return per_rate, transport
+    print(f"the scheduler's CPU per query (µs) by stage, sampled by py-spy:\n{format_stages(cpu)}", flush=True)
+    return per_rate, transport, cpu
 
 
 def overload(stack: LocalStack, log_dir: Path, duration_s: float) -> DrillOutcome:
@@ -178,6 +194,14 @@ def scheduler_ceiling(stack: LocalStack, launcher: LocalLauncher, variant: str, 
     return best, steps
 
 
+def floor_hop_ms_p50(clients: list[dict]) -> dict[str, float]:
+    """Kafka's floor in this run: one librdkafka produce -> consume hop's median, per rate (its lowest over
+    the fetch waits tried)."""
+    hops = [row for row in clients if row["client"] == "confluent-kafka"]
+    return {f"{rate:g}_qps": min(row["p50_ms"] for row in hops if row["rate_qps"] == rate)
+            for rate in sorted({row["rate_qps"] for row in hops})}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of the 200 q/s run")
@@ -193,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="meridian-bench-") as tmp:
         with LocalStack(var_dir=Path(tmp), kafka_port=29092, redis_port=26379, prometheus_port=29090) as stack:
             with LocalLauncher(stack.env, Path(tmp) / "logs") as launcher:
-                latency, transport = added_latency(stack, launcher, variants, rows, args.duration, (200.0, 1000.0))
+                latency, transport, cpu = added_latency(stack, launcher, variants, rows, args.duration, (200.0, 1000.0))
                 best, steps = scheduler_ceiling(stack, launcher, variants[0],
                                                 [float(r) for r in args.rates.split(",")], args.step)
             overloaded = overload(stack, Path(tmp) / "overload", args.overload)
@@ -203,16 +227,23 @@ def main(argv: list[str] | None = None) -> None:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     plot_overload(overloaded, RESULTS_DIR / "pipeline.png")
     notes = overloaded.notes
+    floor = floor_hop_ms_p50(clients)
     write_result("pipeline", {
         "added_latency_ms_p50": latency[200.0]["p50_ms"], "added_latency_ms_p99": latency[200.0]["p99_ms"],
         "added_latency_ms_p99_1000qps": latency[1000.0]["p99_ms"],
         "scheduler_max_qps": best,
+        "scheduler_cpu_us_per_query": cpu,
+        "floor_hop_ms_p50": floor,
+        "over_floor": {"added_latency_p50_over_3_hops": round(latency[200.0]["p50_ms"] / (3 * floor["200_qps"]), 1),
+                       "added_latency_p99_over_3_hops": round(latency[200.0]["p99_ms"] / (3 * floor["200_qps"]), 1),
+                       "p99_1000qps_over_1_hop": round(latency[1000.0]["p99_ms"] / floor["1000_qps"], 1)},
         "overload_capacity_qps": notes["capacity_qps"], "overload_goodput_qps": notes["goodput_qps"],
         "overload_goodput_ratio": notes["goodput_ratio"], "overload_late_ratio": notes["late_ratio"],
         "clients": clients,
         "transport_ms": transport.summary_ms(),
-        "targets": {"added_latency_ms_p50": 3.0, "added_latency_ms_p99": 10.0, "added_latency_ms_p99_1000qps": 20.0,
-                    "scheduler_max_qps": 3000, "overload_goodput_ratio": 0.9, "overload_late_ratio": 0.01},
+        "targets": {"added_latency_p50_over_3_hops": 2.0, "added_latency_p99_over_3_hops": 5.0,
+                    "p99_1000qps_over_1_hop": 20.0,
+                    "scheduler_max_qps": 3000, "scheduler_cpu_us_per_query_total": 150, "overload_goodput_ratio": 0.9, "overload_late_ratio": 0.01},
         "details": {"added_latency": {f"{rate:g}_qps": row for rate, row in latency.items()}, "ceiling_steps": steps,
                     "variant": variants[0], "overload": overloaded.model_dump(exclude={"series"}),
                     "overload_per_second": overloaded.series, "figure": "bench/results/pipeline.png",

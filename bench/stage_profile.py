@@ -1,0 +1,106 @@
+"""Where a running scheduler's CPU goes per query, by stage: sampled with py-spy while a load runs.
+
+py-spy samples every thread's Python stack ``RATE_HZ`` times a second, leaving out threads that sleep. It
+pauses the process for each sample (reading a running one, ``--nonblocking``, hung py-spy here), so the
+bench measures latency in a run of its own. Each sample is charged to one stage: the first rule
+below that any frame of its stack matches. So a metric updated inside the core's step is metrics, and a
+model serialised for a send is encoding. The process's CPU time over the window (the kernel's count, every
+thread) divided by the queries received meanwhile is ``total``, split among the stages by their shares of
+the samples: on a busy machine py-spy also samples threads that wait for a core, so its own sample count
+overstates the CPU.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+RATE_HZ = 100
+
+#: (stage, does this frame belong to it?), in order of precedence
+RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("metrics", lambda frame: "prometheus_client/" in frame),
+    ("decode and validate", lambda frame: frame.startswith(("model_validate_json ", "validate_json "))),
+    ("encode", lambda frame: frame.startswith(("model_dump_json ", "dispatch_batch (", "dropped ("))),
+    ("commit", lambda frame: frame.startswith(("commit", "_commit", "ack_when_written ", "on_message_acked"))),
+    ("produce", lambda frame: "aiokafka/producer" in frame or "faust/transport/producer" in frame
+     or "faust/topics.py" in frame),
+    ("admission", lambda frame: frame.startswith("admit (")),
+    ("core step", lambda frame: "shared/" in frame),
+    # faust's consumer runs in a thread of its own and hands each fetch over to the event loop
+    ("consumer thread hand-off", lambda frame: frame.startswith("call_soon_threadsafe ")),
+    ("fetch", lambda frame: "aiokafka/consumer" in frame),
+    ("faust's consumer thread, other", lambda frame: "mode/threads.py" in frame),
+    ("scheduler's handlers", lambda frame: "services/scheduler/" in frame and "__main__" not in frame),
+    ("faust streams and agents", lambda frame: "faust/" in frame),
+    ("Kafka protocol and I/O", lambda frame: "aiokafka/" in frame or "kafka/" in frame),
+)
+OTHER = "event loop and other"
+STAGES = (*(stage for stage, _ in RULES), OTHER)
+
+
+class StageProfile:
+    """py-spy recording a process from now until ``cpu_us_per_query`` ends the recording."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        executable = shutil.which("py-spy")
+        if executable is None:
+            raise RuntimeError("py-spy is not installed: `make install-dev` installs it")
+        self.out, self.pid = out, pid
+        self.cpu_s_before = process_cpu_s(pid)
+        self.process = subprocess.Popen(
+            [executable, "record", "--pid", str(pid), "--rate", str(RATE_HZ), "--format", "raw", "--output", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def cpu_us_per_query(self, queries: int) -> dict[str, float]:
+        """End the recording (py-spy writes what it sampled on SIGINT) and divide by ``queries``."""
+        cpu_s = process_cpu_s(self.pid) - self.cpu_s_before
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise RuntimeError("py-spy did not stop within 60 s of SIGINT") from None
+        if not self.out.exists():
+            raise RuntimeError(f"py-spy wrote nothing (exit status {self.process.returncode})")
+        samples = stage_samples(self.out.read_text())
+        total_us = cpu_s / queries * 1e6
+        counted = max(1, sum(samples.values()))
+        return {**{stage: round(total_us * samples[stage] / counted, 1) for stage in STAGES},
+                "total": round(total_us, 1), "samples": sum(samples.values())}
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far, every thread included (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stage_samples(collapsed: str) -> Counter[str]:
+    """Samples per stage from py-spy's collapsed stacks (``frame;frame;... count``, outermost first)."""
+    samples: Counter[str] = Counter()
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack:
+            samples[stage_of(stack.split(";"))] += int(count)
+    return samples
+
+
+def stage_of(frames: list[str]) -> str:
+    for stage, belongs in RULES:
+        if any(belongs(frame) for frame in frames):
+            return stage
+    return OTHER
+
+
+def format_table(profiles: dict[str, dict[str, float]]) -> str:
+    """One column per load, one row per stage, CPU µs per query."""
+    loads = list(profiles)
+    lines = ["| stage | " + " | ".join(loads) + " |", "|---|" + "---|" * len(loads)]
+    for stage in (*STAGES, "total"):
+        lines.append(f"| {stage} | " + " | ".join(f"{profiles[load][stage]:g}" for load in loads) + " |")
+    return "\n".join(lines)
