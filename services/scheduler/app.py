@@ -33,6 +33,7 @@ from services.scheduler.handed_on import handed_on_query_ids
 from services.scheduler.load_window import LoadWindow
 from services.scheduler.metadata_feed import follow_metadata_store
 from services.scheduler.policy_options import FEEDS, build_policy, configured_policies, follow_ramsis_generation
+from services.scheduler.publisher import Publisher
 from services.scheduler.setup import SERVICE, app_options, follow_topic
 from services.scheduler.switching import PolicySwitcher
 from shared import metrics
@@ -64,7 +65,7 @@ def make_core(settings: Settings, catalogue: Catalogue) -> SchedulerCore:
 
 def build_app(settings: Settings) -> faust.App:
     app = faust.App(topics.SCHEDULER_GROUP, **app_options(settings))
-    dead_letter_topic = app.topic(topics.DEAD_LETTER)
+    publisher = Publisher(settings)
     core = make_core(settings, Catalogue.from_settings(settings))
     policies = cast(PerApplicationDispatch, core.policy)
     fed = configured_policies(settings) & FEEDS.keys()
@@ -77,24 +78,20 @@ def build_app(settings: Settings) -> faust.App:
     #: set once this process knows what it owns; clear while a rebalance moves partitions
     settled = asyncio.Event()
 
-    @functools.lru_cache(maxsize=4096)
-    def topic_named(name: str) -> faust.TopicT:
-        return app.topic(name)
-
-    def results_topic(application: str | None) -> faust.TopicT:
+    def results_topic(application: str | None) -> str:
         """The application's results topic once the catalogue knows it (a registration made the topic)."""
-        return topic_named(topics.results_topic(application if application in core.catalogue.applications else None))
+        return topics.results_topic(application if application in core.catalogue.applications else None)
 
     async def send_final(result: Result, event: faust.EventT | None) -> None:
-        fut = await results_topic(result.application).send(key=result.query_id.encode(),
-                                                            value=result.model_dump_json().encode())
+        written = publisher.send(results_topic(result.application), key=result.query_id.encode(),
+                                 value=result.model_dump_json().encode())
         metrics.RESULTS.labels(result.application or "unknown", result.status.value, messages.reason_class(result)).inc()
         if event is not None:
-            asyncio.ensure_future(ack_when_written(fut, [event]))
+            asyncio.ensure_future(ack_when_written(written, [event]))
 
     async def copy_to_dead_letters(raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
         letter = dead_letter(raw, reason, service=SERVICE, source_topic=source, partition=partition, offset=offset)
-        await dead_letter_topic.send(value=letter.model_dump_json().encode())
+        publisher.send(topics.DEAD_LETTER, value=letter.model_dump_json().encode())
         metrics.DEAD_LETTERS.labels(SERVICE).inc()
 
     async def act(step: Step) -> None:
@@ -103,13 +100,13 @@ def build_app(settings: Settings) -> faust.App:
             await send_final(messages.dropped(item, reason, now), item.ack_token)
         for worker_id, variant in step.loads:
             load = LoadVariant(worker_id=worker_id, variant=variant)
-            await topic_named(topics.dispatch_topic(worker_id)).send(key=variant.encode(),
-                                                                     value=load.model_dump_json().encode())
+            publisher.send(topics.dispatch_topic(worker_id), key=variant.encode(), value=load.model_dump_json().encode())
         for dispatch in step.dispatches:
             batch = messages.dispatch_batch(dispatch, core.note_of)
-            worker_topic = topic_named(topics.dispatch_topic(batch.worker_id))
-            fut = await worker_topic.send(key=batch.batch_id.encode(), value=batch.model_dump_json().encode())
-            asyncio.ensure_future(ack_when_written(fut, [i.ack_token for i in dispatch.items if i.ack_token is not None]))
+            written = publisher.send(topics.dispatch_topic(batch.worker_id), key=batch.batch_id.encode(),
+                                     value=batch.model_dump_json().encode())
+            asyncio.ensure_future(ack_when_written(written, [i.ack_token for i in dispatch.items
+                                                             if i.ack_token is not None]))
             metrics.DISPATCHED_BATCH_ROWS.labels(batch.variant).observe(sum(q.batch_size for q in batch.queries))
             for item in dispatch.items:
                 application = item.pending.application
@@ -261,15 +258,22 @@ def build_app(settings: Settings) -> faust.App:
     @app.timer(interval=settings.load_stats_interval_s)
     async def publish_load_statistics() -> None:
         for stats in load.close(core.depth_by_application(), time.time()):
-            await app.topic(topics.LOAD_STATS).send(key=stats.application.encode(),
-                                                    value=stats.model_dump_json().encode())
+            publisher.send(topics.LOAD_STATS, key=stats.application.encode(), value=stats.model_dump_json().encode())
+
+    @app.task
+    async def serve_delivery_reports() -> None:
+        await publisher.serve_delivery_reports()
+
+    @app.on_before_shutdown.connect
+    async def flush_sends(app: faust.App, **_: object) -> None:
+        publisher.flush()
 
     if "ramsis" in fed:
         follow_ramsis_generation(app, policies, core.catalogue.profiles, settings)
     return app
 
 
-async def ack_when_written(fut: asyncio.Future, events: list[faust.EventT]) -> None:
-    await fut
+async def ack_when_written(written: asyncio.Future[None], events: list[faust.EventT]) -> None:
+    await written
     for event in events:
         event.ack()

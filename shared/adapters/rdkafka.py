@@ -1,10 +1,12 @@
-"""librdkafka clients (confluent-kafka) for the per-query path: the client library and the workers.
+"""librdkafka clients (confluent-kafka) for the per-query path: the client library, the workers and the
+scheduler's sends.
 
 Measured side by side on one broker (``python -m bench.kafka_clients``), a librdkafka hop costs 6-9x less
 CPU per message than kafka-python's and about a third of its median latency; on a 2-core host every
 process shares, that CPU is latency. The control-plane services (planner, fleet, registry, autoscaler,
 admin) send a few messages a second and stay on kafka-python (`shared.adapters.kafka_io`); the faust
-scheduler stays on aiokafka (faust 0.15's librdkafka driver does not work).
+scheduler reads through faust's aiokafka consumer (faust 0.15's librdkafka driver does not work) and sends
+through `RdProducer` (`services.scheduler.publisher`).
 """
 from __future__ import annotations
 
