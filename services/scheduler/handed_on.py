@@ -20,7 +20,7 @@ from kafka import TopicPartition
 
 from shared.adapters import topics
 from shared.adapters.kafka_io import make_consumer
-from shared.adapters.recording import read_range
+from shared.adapters.recording import read_range, read_until
 from shared.settings import Settings
 
 
@@ -55,22 +55,8 @@ def oldest_unacknowledged_s(settings: Settings, partitions: Iterable[int], *, ti
                 pending[tp] = ends[tp]
             else:
                 consumer.pause(tp)
-        earliest: float | None = None
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading the unacknowledged queries took longer than {timeout_s:g} s")
-            for tp, batch in consumer.poll(timeout_ms=200).items():
-                stop = pending.get(tp)
-                if stop is None:
-                    continue
-                stamps = [r.timestamp / 1000.0 for r in batch if r.offset < stop]
-                if stamps:
-                    earliest = min(stamps) if earliest is None else min(earliest, *stamps)
-                if consumer.position(tp) >= stop:
-                    pending.pop(tp)
-                    consumer.pause(tp)
-        return earliest
+        stamps = [stamp for stamp, _ in read_until(consumer, pending, timeout_s=timeout_s)]
+        return min(stamps, default=None)
     finally:
         consumer.close(autocommit=False)
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kafka import TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from schemas import Query, Result, worker_event_adapter
@@ -66,22 +66,29 @@ def read_range(settings: Settings, names: Iterable[str] | Callable[[str], bool],
             else:
                 consumer.seek(tp, first.offset)
                 pending[tp] = stop
-        records: list[tuple[float, bytes]] = []
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {len(pending)} partitions took longer than {timeout_s:g} s")
-            for tp, batch in consumer.poll(timeout_ms=200).items():
-                stop = pending.get(tp)
-                if stop is None:
-                    continue
-                records.extend((r.timestamp / 1000.0, r.value) for r in batch if r.offset < stop)
-                if consumer.position(tp) >= stop:
-                    pending.pop(tp)
-                    consumer.pause(tp)
-        return records
+        return read_until(consumer, pending, timeout_s=timeout_s)
     finally:
         consumer.close()
+
+
+def read_until(consumer: KafkaConsumer, pending: dict[TopicPartition, int], *,
+               timeout_s: float) -> list[tuple[float, bytes]]:
+    """Every record of ``consumer``'s positioned partitions before each one's stop offset (``pending``),
+    with its stamp in seconds, oldest first per partition; each partition is paused once read to its stop."""
+    records: list[tuple[float, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"reading {len(pending)} partitions took longer than {timeout_s:g} s")
+        for tp, batch in consumer.poll(timeout_ms=200).items():
+            stop = pending.get(tp)
+            if stop is None:
+                continue
+            records.extend((r.timestamp / 1000.0, r.value) for r in batch if r.offset < stop)
+            if consumer.position(tp) >= stop:
+                pending.pop(tp)
+                consumer.pause(tp)
+    return records
 
 
 def _check_retention(consumer, partitions: list[TopicPartition], start_s: float) -> None:
