@@ -20,7 +20,7 @@ from kafka import TopicPartition
 
 from shared.adapters import topics
 from shared.adapters.kafka_io import make_consumer
-from shared.adapters.recording import read_range, read_until
+from shared.adapters.recording import read_offsets, read_range
 from shared.settings import Settings
 
 
@@ -44,19 +44,9 @@ def oldest_unacknowledged_s(settings: Settings, partitions: Iterable[int], *, ti
     consumer = make_consumer(settings, group_id=topics.SCHEDULER_GROUP, fetch_max_wait_ms=20)
     try:
         wanted = [TopicPartition(topics.QUERIES, p) for p in partitions]
-        consumer.assign(wanted)
         firsts, ends = consumer.beginning_offsets(wanted), consumer.end_offsets(wanted)
-        pending: dict[TopicPartition, int] = {}
-        for tp in wanted:
-            committed = consumer.committed(tp)
-            start = max(committed if committed is not None else 0, firsts[tp])
-            if start < ends[tp]:
-                consumer.seek(tp, start)
-                pending[tp] = ends[tp]
-            else:
-                consumer.pause(tp)
-        stamps = [stamp for stamp, _ in read_until(consumer, pending, timeout_s=timeout_s)]
-        return min(stamps, default=None)
+        ranges = {tp: (max(consumer.committed(tp) or 0, firsts[tp]), ends[tp]) for tp in wanted}
+        return min((stamp for stamp, _ in read_offsets(consumer, ranges, timeout_s=timeout_s)), default=None)
     finally:
         consumer.close(autocommit=False)
 

@@ -55,7 +55,8 @@ class TablelessTableManager(TableManager):
 
 
 def app_options(settings: Settings) -> dict[str, Any]:
-    """Commit often, wait for every replica, never buffer a send: a query's path is latency-bound."""
+    """Commit often: a restart re-reads what was not committed. (The scheduler's sends do not go through
+    faust's producer but through `services.scheduler.publisher`.)"""
     return dict(
         Worker=LogFriendlyWorker, TableManager=TablelessTableManager,
         broker=";".join(f"kafka://{server}" for server in settings.kafka_bootstrap.split(",")),
@@ -63,8 +64,7 @@ def app_options(settings: Settings) -> dict[str, Any]:
         value_serializer="raw", key_serializer="raw",
         web_enabled=False, topic_allow_declare=False, topic_disable_leader=True,
         broker_session_timeout=10, broker_heartbeat_interval=1, broker_commit_interval=0.5,
-        producer_linger_ms=0, producer_acks=-1,
-        producer_max_request_size=16 * 1024 * 1024, consumer_max_fetch_size=16 * 1024 * 1024,
+        consumer_max_fetch_size=16 * 1024 * 1024,
         consumer_auto_offset_reset="earliest", consumer_group_instance_id=settings.scheduler_instance,
         datadir=str(settings.var_dir / "scheduler"),
     )

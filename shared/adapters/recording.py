@@ -51,30 +51,30 @@ def read_range(settings: Settings, names: Iterable[str] | Callable[[str], bool],
                       for p in consumer.partitions_for_topic(name) or ()]
         if not partitions:
             return []
-        consumer.assign(partitions)
         if whole:
             _check_retention(consumer, partitions, start_s)
         starts = consumer.offsets_for_times({tp: int(start_s * 1000) for tp in partitions})
         stops = consumer.offsets_for_times({tp: int(end_s * 1000) for tp in partitions})
         ends = consumer.end_offsets(partitions)
-        pending: dict[TopicPartition, int] = {}
-        for tp in partitions:
-            first = starts.get(tp)
-            stop = stops.get(tp).offset if stops.get(tp) is not None else ends[tp]
-            if first is None or first.offset >= stop:
-                consumer.pause(tp)
-            else:
-                consumer.seek(tp, first.offset)
-                pending[tp] = stop
-        return read_until(consumer, pending, timeout_s=timeout_s)
+        ranges = {tp: (starts[tp].offset if starts.get(tp) is not None else ends[tp],
+                       stops[tp].offset if stops.get(tp) is not None else ends[tp]) for tp in partitions}
+        return read_offsets(consumer, ranges, timeout_s=timeout_s)
     finally:
         consumer.close()
 
 
-def read_until(consumer: KafkaConsumer, pending: dict[TopicPartition, int], *,
-               timeout_s: float) -> list[tuple[float, bytes]]:
-    """Every record of ``consumer``'s positioned partitions before each one's stop offset (``pending``),
-    with its stamp in seconds, oldest first per partition; each partition is paused once read to its stop."""
+def read_offsets(consumer: KafkaConsumer, ranges: dict[TopicPartition, tuple[int, int]], *,
+                 timeout_s: float) -> list[tuple[float, bytes]]:
+    """Every record of each partition's offsets ``[start, stop)``, with its stamp in seconds, oldest first
+    per partition (``consumer`` is assigned exactly these partitions)."""
+    consumer.assign(list(ranges))
+    pending: dict[TopicPartition, int] = {}
+    for tp, (start, stop) in ranges.items():
+        if start < stop:
+            consumer.seek(tp, start)
+            pending[tp] = stop
+        else:
+            consumer.pause(tp)
     records: list[tuple[float, bytes]] = []
     deadline = time.monotonic() + timeout_s
     while pending:
