@@ -7,10 +7,9 @@ within the SLO's half), so the rise outgrows one machine.
 """
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,17 +17,19 @@ from schemas import Query, Result, ResultStatus
 from services.launcher import LocalLauncher, metrics_text, read_metric, wait_until
 from shared.adapters.client import MeridianClient
 from shared.adapters.kafka_io import make_admin
+from tests.integration.senders import Sender
 
 pytestmark = pytest.mark.integration
 
 SCHEDULER_PORT, AUTOSCALER_PORT = 19741, 19742
 ENV = {"MERIDIAN_APPLICATIONS": '{"vision": ["efficientnet-lite"]}', "MERIDIAN_LOCAL_DEVICE": "none",
        "MERIDIAN_AUTOSCALER_METRICS_PORT": str(AUTOSCALER_PORT), "MERIDIAN_AUTOSCALER_WORKER_PORT_BASE": "19750",
-       "MERIDIAN_LOAD_STATS_INTERVAL_S": "1.0", "MERIDIAN_INFAAS_SLACK_THRESHOLD": "1.3"}
+       "MERIDIAN_LOAD_STATS_INTERVAL_S": "1.0", "MERIDIAN_INFAAS_SLACK_THRESHOLD": "1.5"}
 SLO_MS = 500.0
 #: the rise: 20 to 180 queries/s over 90 s, then held. One machine serves about 100; with the paper's 5% of
-#: headroom (slack 1.05) the replica comes ~3 s before that machine is full and 0.7% of the rise missed here,
-#: so the autoscaler keeps 30%
+#: headroom (slack 1.05) the replica comes ~3 s before that machine is full and 0.7% of the rise missed here.
+#: With 30% the ask came 7 s before the first miss alone, but 3.5 s after it in a CI run sharing the host
+#: with the rest of the suite (a machine then serves less than its profile), so the autoscaler keeps 50%
 RISE_S, PEAK_QPS, HOLD_S = 90.0, 180.0, 10.0
 
 
@@ -42,35 +43,9 @@ def within_slo(query: Query, result: Result, received: float) -> bool:
     return result.status is ResultStatus.OK and (received - query.sent_at) * 1000.0 <= SLO_MS
 
 
-class Load:
-    """Sends vision queries at ``rate(seconds since the rate was set)`` per second from a thread."""
-
-    def __init__(self, client: MeridianClient) -> None:
-        self.client, self.sent = client, []
-        self._rate: Callable[[float], float] = lambda _: 0.0
-        self._since = time.monotonic()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def follow(self, rate: Callable[[float], float]) -> None:
-        self._rate, self._since = rate, time.monotonic()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            rate = self._rate(time.monotonic() - self._since)
-            if rate <= 0:
-                time.sleep(0.05)
-                continue
-            query = Query(query_id=f"as-{uuid.uuid4().hex}", application="vision", slo_ms=SLO_MS, batch_size=1,
-                          sent_at=time.time())
-            self.client.send(query)
-            self.sent.append(query)
-            time.sleep(1.0 / rate)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+def query() -> Query:
+    return Query(query_id=f"as-{uuid.uuid4().hex}", application="vision", slo_ms=SLO_MS, batch_size=1,
+                 sent_at=time.time())
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +91,7 @@ def test_starts_a_worker_before_the_rise_misses_and_stops_it_after_the_fall_losi
             missed = [q.sent_at for q in rise if not within_slo(q, *client.results[q.query_id])]
             assert not missed or asked_at < min(missed), (
                 f"the first query of the rise missed {min(missed) - rise_began:.1f} s into it, before the autoscaler "
-                f"asked for a machine ({asked_at - rise_began:.1f} s)")
+                f"asked for a machine ({asked_at - rise_began:.1f} s); {len(missed)} of {len(rise)} missed")
             assert len(missed) <= 0.01 * len(rise), f"{len(missed)} of {len(rise)} queries of the rise missed"
             stopped = actions("stop")
             wait_until(lambda: actions("stop") > stopped, 120, "the autoscaler to stop an idle worker",
