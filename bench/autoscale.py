@@ -53,7 +53,7 @@ from shared.autoscale import (
     Application,
     AutoscaleState,
     BaseAutoscaler,
-    Catalogue,
+    MachineCatalogue,
     GreedyConfig,
     GreedyModelAutoscaler,
     InfaasAutoscaler,
@@ -127,14 +127,14 @@ def profiles(data_dir: Path, *, startup_s: float | None = None) -> ProfileSet:
                       devices=devices, slo_ms=measured.slo_ms, variants=variants)
 
 
-def catalogue(data_dir: Path) -> tuple[Catalogue, dict]:
+def catalogue(data_dir: Path) -> tuple[MachineCatalogue, dict]:
     """`data_dir`: the Kairos artifact (prices, g4dn/c5n latency ratios)."""
     measured, price, ratio = ProfileSet.load(PROFILES), prices(data_dir), kairos_latency_ratio(data_dir)
     workers = [WorkerType(CPU, "cpu", price[CPU], {"vcpu": 8, "memory_mb": 16384}, STARTUP_S),
                WorkerType(GPU, "gpu", price[GPU], {"vcpu": 4, "memory_mb": 16384, "gpu": 1}, STARTUP_S)]
     apps = [Application("classify", "efficientnet-lite", 100.0, 0.75),
             Application("classify-hq", "efficientnet-lite", 200.0, 0.775)]
-    cat = Catalogue.from_profiles(profiles(data_dir), workers, apps, needs=whole_machine)
+    cat = MachineCatalogue.from_profiles(profiles(data_dir), workers, apps, needs=whole_machine)
     setup = {
         "workers": {w.name: {"kind": w.kind, "price_per_hour": w.price_per_hour, "capacity": dict(w.capacity),
                              "startup_s": w.startup_s} for w in workers},
@@ -218,7 +218,7 @@ def per_hour(count: int) -> float:
     return round(count * 3600.0 / DURATION_S, 1)
 
 
-def trace_changes(cat: Catalogue, rates: np.ndarray, config: GreedyConfig | None = None) -> int:
+def trace_changes(cat: MachineCatalogue, rates: np.ndarray, config: GreedyConfig | None = None) -> int:
     """Loads + unloads of the greedy settled bin by bin on the trace (fluid: no queues, no delays): the
     fewest a system that follows the trace's load makes."""
     fleet, before, changes = [], Counter(), 0
@@ -237,7 +237,7 @@ def simulate(scaler: BaseAutoscaler, fleet: list[StartWorker],
     return result, counted
 
 
-def run_systems(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray]) -> tuple[dict, np.ndarray]:
+def run_systems(cat: MachineCatalogue, rates: np.ndarray, work: dict[str, np.ndarray]) -> tuple[dict, np.ndarray]:
     pinned = pin(cat, PINS)
     peak = {a: float(rates.max() * s) for a, s in SHARES.items()}
     systems = {
@@ -277,7 +277,7 @@ def run_systems(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray]) 
     return out, decisions
 
 
-def frontier(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray], main: dict) -> list[dict]:
+def frontier(cat: MachineCatalogue, rates: np.ndarray, work: dict[str, np.ndarray], main: dict) -> list[dict]:
     """INFaaS's (violations, cost) over its slack threshold; the default's point is the main run's."""
     points = []
     for threshold in FRONTIER:
@@ -295,11 +295,11 @@ def frontier(cat: Catalogue, rates: np.ndarray, work: dict[str, np.ndarray], mai
     return points
 
 
-def instance_cost(cat: Catalogue, state: AutoscaleState) -> float:
+def instance_cost(cat: MachineCatalogue, state: AutoscaleState) -> float:
     return sum(cat.option[(i.variant, w.device)].cost_per_hour for w in state.workers for i in w.instances)
 
 
-def greedy_vs_ilp(cat: Catalogue, levels: list[float]) -> dict:
+def greedy_vs_ilp(cat: MachineCatalogue, levels: list[float]) -> dict:
     """Settled greedy (default config) vs the ILP's cheapest configuration, both in instance $/h."""
     rows, times = [], []
     for total in levels:
@@ -316,7 +316,7 @@ def greedy_vs_ilp(cat: Catalogue, levels: list[float]) -> dict:
             "ratio_max": max(r["ratio"] for r in rows), "ilp_ms": times}
 
 
-def synthetic(cat: Catalogue, num_architectures: int) -> tuple[Catalogue, dict[str, float]]:
+def synthetic(cat: MachineCatalogue, num_architectures: int) -> tuple[MachineCatalogue, dict[str, float]]:
     """`num_architectures` copies of the measured architectures, one application each (for timing only)."""
     base = sorted({o.architecture for o in cat.options})
     options, apps, demand = [], [], {}
@@ -332,10 +332,10 @@ def synthetic(cat: Catalogue, num_architectures: int) -> tuple[Catalogue, dict[s
             options.append(replace(o, record=record, architecture=arch))
         apps.append(Application(f"app{k:03d}", arch, 200.0))
         demand[f"app{k:03d}"] = 20.0 + 37.0 * (k % 11)
-    return Catalogue(cat.worker_types, tuple(options), tuple(apps)), demand
+    return MachineCatalogue(cat.worker_types, tuple(options), tuple(apps)), demand
 
 
-def decision_scaling(cat: Catalogue) -> dict:
+def decision_scaling(cat: MachineCatalogue) -> dict:
     """ILP and one greedy poll (every application short of capacity) on catalogues of 50 and 100 architectures."""
     out = {}
     for k in (50, 100):

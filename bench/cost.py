@@ -53,24 +53,21 @@ from bench.common import RESULTS_DIR, save_figure, write_result
 from schemas import Query, Result, VariantLoaded, VariantUnloaded, WorkerEvent
 from services.autoscaler.app import autoscale_catalogue
 from services.launcher import LocalLauncher, read_metric, wait_until
-from services.planner.app import make_application_planning
 from services.replay.comparison import sim_config
-from services.scheduler.app import STEP_INTERVAL_S
-from services.scheduler.policy_options import build_policy
 from services.serve_config import settings_env
 from services.stack import LocalStack
 from shared.adapters.client import MeridianClient
 from shared.adapters.recording import Recording, record
-from shared.autoscale import (Catalogue, GreedyConfig, InfaasAutoscaler, InstanceSpec, StartWorker,
+from shared.autoscale import (MachineCatalogue, GreedyConfig, InfaasAutoscaler, InstanceSpec, StartWorker,
                               StaticAutoscaler)
 from shared.autoscale.fluid import settle
-from shared.catalogue import Catalogue as ServingCatalogue
-from shared.fleet import FleetCommands
+from shared.catalogue import Catalogue
 from shared.infaas.monitor import MonitorConfig
 from shared.kairos.planner import KairosPlanner
-from shared.policy.base import FleetController, FleetPlan, LoadSnapshot
+from shared.policy.base import FleetCommands, FleetController, FleetPlan, LoadSnapshot
+from shared.policy.registry import BuildContext, build_planning, build_policy
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
-from shared.serving import ProfileServiceTime
+from shared.serving import STEP_INTERVAL_S, ProfileServiceTime
 from shared.settings import REPO_ROOT, Settings
 from shared.sim.arrivals import load_trace_timestamps
 from shared.sim.engine import simulate as simulate_engine
@@ -267,7 +264,7 @@ def live_entry(run: LiveRun, profiles: ProfileSet) -> dict[str, object]:
 
 
 # -- simulated -------------------------------------------------------------------------------------
-def simulate(system: str, catalogue: Catalogue, settings: Settings, run: LiveRun,
+def simulate(system: str, catalogue: MachineCatalogue, settings: Settings, run: LiveRun,
              fleet: Sequence[StartWorker], profiles: ProfileSet) -> dict[str, object]:
     sent = np.sort([q.sent_at - run.start_s for _, q in run.recording.queries])
     duration = run.end_s - run.start_s
@@ -307,14 +304,15 @@ def simulate_kairos(settings: Settings, run: LiveRun, fleet: Sequence[RecordedWo
                     profiles: ProfileSet) -> dict[str, object]:
     """The run's arrivals through the scheduler's Kairos policy and the planner's loop, which planned from the
     warm-up's query sizes before the run as live; the fleet follows its plans."""
-    catalogue = ServingCatalogue.from_settings(settings)
-    loop = make_application_planning(settings, catalogue)[APPLICATION]
+    catalogue = Catalogue.from_settings(settings)
+    _, loops = build_planning(settings, catalogue)
+    loop = loops[APPLICATION]
     loop.on_query_sizes(APPLICATION, (1,) * KAIROS_MIN_QUERIES)
     loop.control(0.0, {})
     controller = Listening(loop)
     queries = [q for _, q in run.recording.queries]
     result = simulate_engine(workloads_from(queries, catalogue, run.start_s), [w.sim_worker() for w in fleet],
-                             build_policy(settings, catalogue.profiles, step_interval_s=STEP_INTERVAL_S),
+                             build_policy(catalogue.profiles, BuildContext(settings, STEP_INTERVAL_S)),
                              catalogue.profiles, service=ProfileServiceTime(catalogue.profiles, sampled=True),
                              controller=controller, control_interval_s=settings.load_stats_interval_s,
                              heartbeat_interval_s=settings.heartbeat_interval_s, config=sim_config(settings),

@@ -61,7 +61,7 @@ from shared.sim import (
     truncated_gaussian_sizes,
 )
 from shared.sim.arrivals import SizeSampler
-from shared.settings import REPO_ROOT
+from shared.settings import REPO_ROOT, Settings
 
 MODELS = ("ncf", "rm2", "wnd", "mtwnd", "dien")
 RESULTS = RESULTS_DIR / "kairos.json"
@@ -413,9 +413,10 @@ def run_task(task: Task) -> tuple[Task, dict, float]:
     """The main table's measurements for a model (cell 0), or one sensitivity cell of it."""
     model, k = task
     started = time.perf_counter()
-    pool = load_kairos_pool()
+    data_dir = Settings().kairos_data_dir
+    pool = load_kairos_pool(data_dir)
     cell = sensitivity_cells(Cell(pool.budget_per_hour, "DeepRecSys", 0.0))[k]
-    bench = ModelBench(model, load_kairos_profiles(), pool, cell)
+    bench = ModelBench(model, load_kairos_profiles(data_dir), pool, cell)
     result = bench.run() if k == 0 else bench.sensitivity()
     return task, result, time.perf_counter() - started
 
@@ -526,7 +527,8 @@ def plot_throughput(models: dict[str, dict], budget_per_hour: float, path: Path)
 
 def main() -> None:
     started = time.perf_counter()
-    profiles, pool = load_kairos_profiles(), load_kairos_pool()
+    data_dir = Settings().kairos_data_dir
+    profiles, pool = load_kairos_profiles(data_dir), load_kairos_pool(data_dir)
     cells = sensitivity_cells(Cell(pool.budget_per_hour, "DeepRecSys", 0.0))
     # the main tables' models first (the longest tasks), then the cells, largest budgets first
     tasks = [(m, 0) for m in MODELS] + sorted(

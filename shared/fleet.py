@@ -1,8 +1,9 @@
 """Reconcile a running fleet with a plan: which workers to start and which to stop.
 
 Pure: the fleet service applies the answer through a launcher, the simulator to its workers.
-Make-before-break: callers start the new workers before stopping the old ones. `FleetCommands` is the
-other way to change a fleet, worker by worker, as an autoscaler does.
+Make-before-break: callers start the new workers before stopping the old ones. `FleetCommands` (with the
+policy contracts, `shared.policy.base`) is the other way to change a fleet, worker by worker, as an
+autoscaler does.
 """
 from __future__ import annotations
 
@@ -21,18 +22,6 @@ class FleetChanges:
 
     def __bool__(self) -> bool:
         return bool(self.start or self.stop)
-
-
-@dataclass(frozen=True, slots=True)
-class FleetCommands:
-    """Named changes to named workers, carried out as given (an autoscaler's answer)."""
-
-    #: (new worker id, what it runs)
-    start: tuple[tuple[str, Placement], ...] = ()
-    stop: tuple[str, ...] = ()
-    #: (worker id, variant)
-    load: tuple[tuple[str, str], ...] = ()
-    unload: tuple[tuple[str, str], ...] = ()
 
 
 def reconcile(desired: Sequence[Placement], running: Mapping[str, Placement]) -> FleetChanges:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from shared.policy.registry import dispatch_names
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +50,8 @@ class Settings(BaseSettings):
     #: session timeout (10 s). Each scheduler of a group needs its own; none: a dynamic member
     scheduler_instance: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,64}$")
     #: application -> the dispatch policy serving it, JSON (the others get ``scheduler_policy``); a
-    #: ``SwitchPolicy`` on ``meridian.control`` changes one while serving
+    #: ``SwitchPolicy`` on ``meridian.control`` changes one while serving. Names are checked where policies
+    #: are built (``meridian serve`` and the scheduler refuse an unknown one), so settings import no policy
     application_policies: dict[str, str] = Field(default_factory=dict)
     #: application -> the latency SLO (ms) its queries carry: the fleet planner plans capacity for it
     #: (default: its family's profiled default SLO, which need not be what clients ask)
@@ -94,7 +93,7 @@ class Settings(BaseSettings):
     #: seconds between worker heartbeats; a worker silent for 3 of them is considered gone
     heartbeat_interval_s: float = Field(default=1.0, gt=0.0)
     load_stats_interval_s: float = Field(default=2.0, gt=0.0)
-    #: the planner the planner service runs per application (``shared.policy.registry``)
+    #: the planner the planner service runs (``shared.policy.registry``)
     planner: str = "kairos"
     #: the fleet's cost budget, $/hour
     planner_budget_per_hour: float = Field(default=2.5, gt=0.0)
@@ -164,15 +163,6 @@ class Settings(BaseSettings):
     autoscaler_worker_port_base: int = 9300
     bind_host: str = "127.0.0.1"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
-
-    @field_validator("application_policies")
-    @classmethod
-    def _known_policies(cls, policies: dict[str, str]) -> dict[str, str]:
-        unknown = {app: name for app, name in policies.items() if name not in dispatch_names()}
-        if unknown:
-            raise ValueError(f"`application_policies` names unknown dispatch policies {unknown}; "
-                             f"valid: {', '.join(dispatch_names())}")
-        return policies
 
     @property
     def worker_timeout_s(self) -> float:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from schemas import LoadStatistics, LoadVariant, UnloadVariant, worker_event_adapter
 from services.launcher import LocalLauncher
-from services.worker_launcher import LocalWorkerLauncher, WorkerLauncher
+from services.machines import LocalWorkerLauncher, WorkerLauncher
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
@@ -29,18 +29,18 @@ from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_pro
 from shared.autoscale import (
     Application,
     AutoscaleState,
-    Catalogue,
+    MachineCatalogue,
     GreedyConfig,
     InstanceSpec,
     ScaleActions,
     StartWorker,
-    make_autoscaler,
     serving_catalogue,
 )
 from shared.autoscale.loop import AutoscaleLoop
-from shared.catalogue import Catalogue as ServingCatalogue
+from shared.catalogue import Catalogue
 from shared.infaas.monitor import MonitorConfig
 from shared.plans import to_message
+from shared.policy.registry import make_autoscaler
 from shared.settings import Settings
 
 SERVICE = "autoscaler"
@@ -48,11 +48,11 @@ SERVICE = "autoscaler"
 logger = logging.getLogger(__name__)
 
 
-def autoscale_catalogue(settings: Settings) -> Catalogue:
+def autoscale_catalogue(settings: Settings) -> MachineCatalogue:
     """The simulator's catalogue (`serving_catalogue`) of the profiled devices, serving with its SLO every
     application of the fleet's policy: one given a policy of its own (``MERIDIAN_APPLICATION_POLICIES``) has
     workers of its own."""
-    serving = ServingCatalogue.from_settings(settings)
+    serving = Catalogue.from_settings(settings)
     default_slo = serving.profiles.slo_ms
     applications = [Application(app, family, settings.application_slo_ms.get(app, default_slo.get(family, 1000.0)))
                     for app, families in settings.applications.items() for family in families[:1]
@@ -60,7 +60,7 @@ def autoscale_catalogue(settings: Settings) -> Catalogue:
     return serving_catalogue(serving.profiles, applications, startup_s=settings.autoscaler_worker_startup_s)
 
 
-def initial_fleet(settings: Settings, catalogue: Catalogue) -> tuple[StartWorker, ...]:
+def initial_fleet(settings: Settings, catalogue: MachineCatalogue) -> tuple[StartWorker, ...]:
     """``autoscaler_initial_fleet`` as start actions, each variant serving the first application it may serve."""
     serves = catalogue.applications_by_option(settings.infaas_latency_budget)
     fleet = []

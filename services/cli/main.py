@@ -6,6 +6,7 @@
     meridian submit FILE --application A --slo-ms N
     meridian register ...              register a model with the registry (model-less queries)
     meridian status                    workers, plans, queue depth, consumer lag
+    meridian switch --application A --policy P   switch one application's dispatch policy while serving
 
 Every command takes --help. Settings come from MERIDIAN_* environment variables (shared.settings.Settings).
 The python -m services.<name> entry points stay for process managers.
@@ -19,21 +20,9 @@ from services.cli import serve, stack, status, submit
 from services.cli.common import CommandError, summary
 
 
-def add_demo(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("demo", help="start the stack, serve a minute of two applications, print results",
-                                 add_help=False)
-    parser.set_defaults(run=run_demo)
-
-
 def run_demo(args: argparse.Namespace) -> int:
     from services.demo.__main__ import main as demo_main
     return demo_main(args.rest)
-
-
-def add_register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("register", help="register a model (ONNX file + validation set) with the registry",
-                                 add_help=False)
-    parser.set_defaults(run=run_register)
 
 
 def run_register(args: argparse.Namespace) -> int:
@@ -41,22 +30,37 @@ def run_register(args: argparse.Namespace) -> int:
     return register_main(["register", *args.rest], prog="meridian")
 
 
+def run_switch(args: argparse.Namespace) -> int:
+    from services.cli.switch import main as switch_main
+    return switch_main(args.rest)
+
+
+#: commands whose own parser reads the rest of the line (their --help included): help, runner
+PASS_THROUGH = {
+    "demo": ("start the stack, serve a minute of two applications, print results", run_demo),
+    "register": ("register a model (ONNX file + validation set) with the registry", run_register),
+    "switch": ("switch one application's dispatch policy in the running schedulers", run_switch),
+}
+
+
+def add_pass_through(commands: argparse._SubParsersAction, name: str) -> None:
+    help_text, run = PASS_THROUGH[name]
+    commands.add_parser(name, help=help_text, add_help=False).set_defaults(run=run)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="meridian", description=summary(__doc__),
                                   epilog="\n\n".join(__doc__.split("\n\n")[1:]),
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_demo(commands)
+    add_pass_through(commands, "demo")
     stack.add_parser(commands)
     serve.add_parser(commands)
     submit.add_parser(commands)
-    add_register(commands)
+    add_pass_through(commands, "register")
     status.add_parser(commands)
+    add_pass_through(commands, "switch")
     return top
-
-
-#: commands whose own parser reads the rest of the line (their --help included)
-PASS_THROUGH = {"demo", "register"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from schemas import AllocationPlan
 from services.launcher import LocalLauncher
-from services.worker_launcher import LocalWorkerLauncher, WorkerLauncher
+from services.machines import LocalWorkerLauncher, WorkerLauncher
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter

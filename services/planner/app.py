@@ -1,13 +1,13 @@
 """Planner: turns load statistics into allocation plans.
 
 Consumes ``meridian.load-stats`` (group ``meridian.planner``); produces ``AllocationPlan`` on
-``meridian.plans``. Two kinds of planner:
+``meridian.plans``. The planner's registry entry (`shared.policy.registry`) makes its loops, of two kinds:
 
-- per application (``kairos``): it keeps the recent query sizes (Kairos's batch-size monitor) and plans
-  once enough queries were seen, then again whenever the size distribution shifts — with zero online
-  evaluations, as Kairos does;
-- the whole fleet at once (``proteus``): each statistics window's arrivals of all applications go to a
-  re-plan monitor, and it solves the MILP periodically and on bursts.
+- per application (Kairos', `shared.kairos.control`): fed each application's query sizes as they come,
+  it plans once enough were seen, then again whenever their distribution shifts, with zero online
+  evaluations;
+- the whole fleet at once (Proteus', `shared.proteus.control`): each statistics window's arrivals of all
+  applications go to a re-plan monitor, and it solves the MILP periodically and on bursts.
 
 Run: ``python -m services.planner``
 """
@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import cast
 
 from kafka import KafkaProducer
 from pydantic import ValidationError
@@ -32,17 +33,13 @@ from shared.catalogue import Catalogue
 from shared.kairos.control import KairosPlanningLoop
 from shared.plans import to_message
 from shared.policy.base import PlanStatus
-from shared.policy.registry import make_planner
-from shared.profiles.learned import LearnedProfiles
+from shared.policy.registry import build_planning
 from shared.proteus.control import PlanningController
-from shared.proteus.monitor import ReplanMonitor
 from shared.settings import Settings
 
 SERVICE = "planner"
 
 logger = logging.getLogger(__name__)
-#: planners that plan every application's share of one fleet together
-FLEET_PLANNERS = {"proteus"}
 
 
 @dataclass
@@ -126,59 +123,17 @@ def observe_plan(ctx: PlannerContext, application: str, message: AllocationPlan)
     ctx.planned_devices[application] = set(counts)
 
 
-def make_application_planning(settings: Settings, catalogue: Catalogue) -> dict[str, KairosPlanningLoop]:
-    """One planning loop per application whose model family the configured planner can place.
-
-    Kairos places one variant: a family of one is that variant. An application it cannot plan (a family of
-    several) is skipped with a message instead of stopping the service, so the others are still planned.
-    """
-    planning: dict[str, KairosPlanningLoop] = {}
-    for application, families in settings.applications.items():
-        for family in families:
-            variants = catalogue.variants_of(family)
-            if not variants:
-                continue
-            variant = variants[0] if len(variants) == 1 else family
-            try:
-                planner = make_planner(settings.planner, catalogue.profiles, application=application, variant=variant,
-                                       budget_per_hour=settings.planner_budget_per_hour,
-                                       qos_ms=settings.application_slo_ms.get(application))
-            except ValueError as exc:
-                logger.warning("not planning %r (%r) with %r: %s", application, family, settings.planner, exc)
-                continue
-            planning[application] = KairosPlanningLoop(planner, min_queries=settings.planner_min_queries)
-    return planning
-
-
-def planned_applications(settings: Settings) -> dict[str, str]:
-    """Application -> the model family the fleet planner plans it with: the applications its own dispatch
-    policy serves (``MERIDIAN_APPLICATION_POLICIES`` may give one another policy and workers of its own,
-    outside ``MERIDIAN_PLANNER_FLEET``), or every application when none is."""
-    families = {app: families[0] for app, families in settings.applications.items()}
-    served = {app: family for app, family in families.items()
-              if settings.application_policies.get(app, settings.scheduler_policy) == settings.planner}
-    return served or families
-
-
-def make_fleet_planning(settings: Settings, catalogue: Catalogue) -> PlanningController:
-    """The fleet-wide planner over `planned_applications` (each with its first model family)."""
-    applications = planned_applications(settings)
-    planner = make_planner(settings.planner, catalogue.profiles, fleet=settings.planner_fleet or None,
-                           applications=applications,
-                           slo_ms={app: slo for app, slo in settings.application_slo_ms.items() if app in applications},
-                           headroom=settings.proteus_headroom)
-    return PlanningController(planner, ReplanMonitor(period_s=settings.replan_period_s),
-                              interval_s=settings.load_stats_interval_s, applications=frozenset(applications),
-                              learned=LearnedProfiles(catalogue.profiles))
-
-
 def bootstrap(settings: Settings) -> PlannerContext:
-    catalogue = Catalogue.from_settings(settings)
     ctx = PlannerContext(settings=settings, producer=make_producer(settings))
-    if settings.planner in FLEET_PLANNERS:
-        ctx.fleet = make_fleet_planning(settings, catalogue)
+    try:
+        entry, loops = build_planning(settings, Catalogue.from_settings(settings))
+    except ValueError as exc:
+        raise SystemExit(f"planner: {exc}") from None
+    assert entry.planning is not None
+    if entry.planning.fleet_wide:
+        ctx.fleet = cast(PlanningController, loops["fleet"])
     else:
-        ctx.applications.update(make_application_planning(settings, catalogue))
+        ctx.applications.update(cast(dict[str, KairosPlanningLoop], loops))
     ensure_core_topics(settings)
     return ctx
 

@@ -1,7 +1,8 @@
 """Serve a record of real arrivals in the simulator with each policy, and score it as live is scored.
 
-Each policy is built as the live services build it from the same settings: the scheduler's dispatch
-options, and for a fleet-wide planner (Proteus) its re-planning loop as the planner service runs it.
+Each policy is built as the live services build it from the same settings (`shared.policy.registry`):
+its dispatch options, and for a policy that plans (Kairos, Proteus) its planning loop as the planner
+service runs it.
 The fleet stays the given one: plans route queries (no fleet service applies their placements here).
 """
 from __future__ import annotations
@@ -12,13 +13,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from schemas import Query
-from services.planner.app import FLEET_PLANNERS, make_fleet_planning
-from services.scheduler.app import STEP_INTERVAL_S
-from services.scheduler.policy_options import build_policy
+from shared.adapters.ramsis_store import policy_set_reader
 from shared.catalogue import Catalogue
 from shared.policy.base import DispatchPolicy, FleetController
-from shared.policy.registry import dispatch_names
-from shared.serving import CoreConfig
+from shared.policy.registry import BuildContext, build_policy, dispatch_names, planner_names, planning_controller
+from shared.serving import STEP_INTERVAL_S, CoreConfig
 from shared.serving.service_time import ProfileServiceTime
 from shared.settings import Settings
 from shared.sim.engine import SimResult, simulate
@@ -55,11 +54,12 @@ def check_policies(names: Iterable[str]) -> list[str]:
 def sim_policy(name: str, settings: Settings, catalogue: Catalogue) -> tuple[DispatchPolicy, FleetController | None]:
     """The policy as the live scheduler builds it (``name`` for every application the settings do not
     give another), and the planner's loop where the policy has one."""
-    policy = build_policy(settings.model_copy(update={"scheduler_policy": name}), catalogue.profiles,
-                          step_interval_s=STEP_INTERVAL_S)
+    settings = settings.model_copy(update={"scheduler_policy": name})
+    policy = build_policy(catalogue.profiles, BuildContext(settings, STEP_INTERVAL_S,
+                                                           policy_sets=policy_set_reader(settings.redis_url)))
     controller = None
-    if name in FLEET_PLANNERS:
-        controller = make_fleet_planning(settings.model_copy(update={"planner": name}), catalogue)
+    if name in planner_names():
+        controller = planning_controller(settings.model_copy(update={"planner": name}), catalogue)
     return policy, controller
 
 

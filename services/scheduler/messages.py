@@ -7,7 +7,6 @@ itself (rejected, dropped). Every answer names the position of the message it an
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import NamedTuple
 
 from schemas import DispatchBatch, HopTimestamps, Query, QueryWork, Result, ResultStatus
@@ -41,17 +40,17 @@ def dropped(item: Queued, reason: str, now_s: float) -> Result:
                                            result_sent=now_s))
 
 
-def dispatch_batch(dispatch: Dispatch, note_of: Callable[[Query], str | None]) -> DispatchBatch:
+def dispatch_batch(dispatch: Dispatch) -> DispatchBatch:
     return DispatchBatch(
         batch_id=dispatch.batch_id, worker_id=dispatch.worker_id, incarnation=dispatch.incarnation,
-        variant=dispatch.variant, queries=[_work(item, dispatch.at_s, note_of) for item in dispatch.items])
+        variant=dispatch.variant, queries=[_work(item, dispatch.at_s) for item in dispatch.items])
 
 
-def _work(item: Queued, dispatched_s: float, note_of: Callable[[Query], str | None]) -> QueryWork:
+def _work(item: Queued, dispatched_s: float) -> QueryWork:
     query, position = item.payload
     return QueryWork(query_id=query.query_id, query_position=position, application=query.application,
                      batch_size=query.batch_size,
-                     slo_ms=query.slo_ms, inputs=query.inputs, note=note_of(query),
+                     slo_ms=query.slo_ms, inputs=query.inputs, note=item.note,
                      timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.admitted_s,
                                               dispatched=dispatched_s),
                      deadline_at=item.deadline_s if math.isfinite(item.deadline_s) else None)

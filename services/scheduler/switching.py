@@ -15,12 +15,10 @@ import logging
 from redis.exceptions import RedisError
 
 from schemas import SwitchPolicy
-from services.scheduler.policy_options import FEEDS, build_dispatch
 from shared import metrics
 from shared.policy.per_application import PerApplicationDispatch
-from shared.policy.registry import dispatch_names
+from shared.policy.registry import BuildContext, Feed, build_dispatch, dispatch_entry
 from shared.serving import SchedulerCore
-from shared.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -29,15 +27,14 @@ class PolicySwitcher:
     """Carries out `SwitchPolicy` commands on the core's `PerApplicationDispatch`, and keeps
     ``meridian_scheduler_policy`` saying which policy serves each application.
 
-    ``fed``: the policies whose feeds run beside this scheduler (`FEEDS`).
+    ``feeds``: the feeds running beside this scheduler; ``context``: what a policy is built with.
     """
 
-    def __init__(self, settings: Settings, core: SchedulerCore, dispatch: PerApplicationDispatch, *,
-                 fed: set[str], step_interval_s: float) -> None:
-        self._settings, self._core, self._dispatch = settings, core, dispatch
-        self._fed = fed
-        self._step_interval_s = step_interval_s
-        for application in sorted({*core.catalogue.applications, *settings.application_policies}):
+    def __init__(self, core: SchedulerCore, dispatch: PerApplicationDispatch, *, feeds: set[Feed],
+                 context: BuildContext) -> None:
+        self._settings, self._core, self._dispatch = context.settings, core, dispatch
+        self._feeds, self._context = feeds, context
+        for application in sorted({*core.catalogue.applications, *self._settings.application_policies}):
             metrics.SCHEDULER_POLICY.labels(application, dispatch.policy_of(application)).set(1)
 
     async def apply(self, switch: SwitchPolicy) -> str | None:
@@ -51,8 +48,7 @@ class PolicySwitcher:
             logger.info("application %r is already served by dispatch policy %r", application, name)
             return None
         try:  # RAMSIS reads Redis: off the event loop
-            policy = await asyncio.to_thread(build_dispatch, self._settings, name, self._core.catalogue.profiles,
-                                             step_interval_s=self._step_interval_s)
+            policy = await asyncio.to_thread(build_dispatch, name, self._core.catalogue.profiles, self._context)
         except (ValueError, RedisError) as exc:
             return f"cannot start dispatch policy {name!r} for application {application!r}: {exc}"
         self._dispatch.switch(application, policy)
@@ -63,12 +59,15 @@ class PolicySwitcher:
         return None
 
     def _refusal(self, application: str, name: str) -> str | None:
-        if name not in dispatch_names():
-            return f"unknown dispatch policy {name!r}; valid: {', '.join(dispatch_names())}"
+        try:
+            entry = dispatch_entry(name)
+        except ValueError as exc:
+            return str(exc)
         applications = self._core.catalogue.applications
         if application not in applications and application not in self._settings.application_policies:
             return f"unknown application {application!r}; this scheduler serves: {', '.join(sorted(applications))}"
-        if name in FEEDS and name not in self._fed:
-            return (f"dispatch policy {name!r} needs {FEEDS[name]}, which this scheduler did not start: name it in "
-                    "MERIDIAN_SCHEDULER_POLICY or MERIDIAN_APPLICATION_POLICIES when starting the scheduler")
+        for feed in entry.feeds:
+            if feed not in self._feeds:
+                return (f"dispatch policy {name!r} needs {feed.value}, which this scheduler did not start: name it "
+                        "in MERIDIAN_SCHEDULER_POLICY or MERIDIAN_APPLICATION_POLICIES when starting the scheduler")
         return None

@@ -11,6 +11,7 @@ replaces a whole set in one transaction. Values are JSON only: nothing is ever u
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from shared.ramsis.policy import PolicySet, RamsisPolicy
@@ -79,3 +80,11 @@ class RedisPolicyStore:
 
     def names(self) -> list[str]:
         return sorted(_text(n) for n in self._redis.smembers(self._names_key))
+
+
+def policy_set_reader(redis_url: str) -> Callable[[str], PolicySet]:
+    """Reads a set by name from the Redis at ``redis_url`` (what a RAMSIS policy is built with), connecting
+    at each read: a policy is built at start and on a switch only."""
+    import redis
+
+    return lambda name: RedisPolicyStore(redis.Redis.from_url(redis_url)).load(name)

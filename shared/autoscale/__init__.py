@@ -10,7 +10,6 @@
 * `autoscaler` - `InfaasAutoscaler`, both levels behind one `step(state, now_s)` polled every second;
 * `baselines` - Clipper+ (static, provisioned for peak) and SM+ (horizontal only);
 * `cost` - $/h of a fleet, $ and $ per 1,000 queries over a period, the fleet as a `FleetPlan`;
-* `registry` - the autoscalers by name;
 * `tracker` - the fleet as the autoscaler sees it, from worker events and load statistics;
 * `loop` - `AutoscaleLoop`, tracker plus policy: the control loop the service and the simulator run;
 * `fluid` - `settle`, where the greedy settles for a steady load without queues or delays.
@@ -24,7 +23,7 @@ from shared.autoscale.baselines import (
 )
 from shared.autoscale.catalogue import (
     Application,
-    Catalogue,
+    MachineCatalogue,
     VariantOption,
     WorkerType,
     default_needs,
@@ -47,7 +46,6 @@ from shared.autoscale.milp import (
     milp_autoscale,
     milp_problem,
 )
-from shared.autoscale.registry import autoscaler_names, make_autoscaler
 from shared.autoscale.state import (
     AutoscaleState,
     InstanceSpec,
@@ -65,7 +63,7 @@ __all__ = [
     "Application",
     "AutoscaleState",
     "BaseAutoscaler",
-    "Catalogue",
+    "MachineCatalogue",
     "CostReport",
     "GreedyConfig",
     "GreedyDecision",
@@ -89,11 +87,9 @@ __all__ = [
     "WorkerInterval",
     "WorkerStatus",
     "WorkerType",
-    "autoscaler_names",
     "default_needs",
     "fleet_cost_per_hour",
     "latency_ratio",
-    "make_autoscaler",
     "milp_autoscale",
     "milp_problem",
     "observe",

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import ClassVar
 
-from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.cost import fleet_cost_per_hour
 from shared.autoscale.greedy import GreedyConfig, GreedyModelAutoscaler
 from shared.autoscale.ledger import Request
@@ -27,7 +27,7 @@ class BaseAutoscaler(ABC):
     #: the registry name (``infaas``, ``sm_plus``, ``clipper_plus``)
     name: ClassVar[str]
 
-    def __init__(self, catalogue: Catalogue) -> None:
+    def __init__(self, catalogue: MachineCatalogue) -> None:
         self.catalogue = catalogue
 
     @property
@@ -47,7 +47,7 @@ class InfaasAutoscaler(BaseAutoscaler):
 
     Parameters
     ----------
-    catalogue : Catalogue
+    catalogue : MachineCatalogue
     model : GreedyConfig, optional
     vm : VmConfig, optional
 
@@ -58,7 +58,7 @@ class InfaasAutoscaler(BaseAutoscaler):
     >>> from shared.infaas.records import VariantRecord
     >>> cpu = WorkerType("cpu-vm", "cpu", 0.32, {"vcpu": 8})
     >>> m = VariantOption(VariantRecord("m", "f", "cpu-vm", batch_latency_ms=((1, 10.0),)), "m", {"vcpu": 1}, 0.04)
-    >>> scaler = InfaasAutoscaler(Catalogue((cpu,), (m,), (Application("app", "f", 50.0),)))
+    >>> scaler = InfaasAutoscaler(MachineCatalogue((cpu,), (m,), (Application("app", "f", 50.0),)))
     >>> busy = WorkerStatus("w1", "cpu-vm", instances=(InstanceStatus("m", "app", load_qps=150.0),))
     >>> actions = scaler.step(AutoscaleState(0.0, (busy,), {"app": 150.0}), 0.0)
     >>> [(a.worker_id, a.variant) for a in actions.loads], actions.cost_per_hour
@@ -67,7 +67,7 @@ class InfaasAutoscaler(BaseAutoscaler):
 
     name = "infaas"
 
-    def __init__(self, catalogue: Catalogue, *, model: GreedyConfig | None = None, vm: VmConfig | None = None):
+    def __init__(self, catalogue: MachineCatalogue, *, model: GreedyConfig | None = None, vm: VmConfig | None = None):
         super().__init__(catalogue)
         self.model = GreedyModelAutoscaler(catalogue, config=model)
         self.vm = VmAutoscaler(catalogue, config=vm)

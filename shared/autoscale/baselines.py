@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from shared.autoscale.autoscaler import BaseAutoscaler, InfaasAutoscaler
-from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.cost import fleet_cost_per_hour
 from shared.autoscale.greedy import GreedyConfig
 from shared.autoscale.ledger import pack_instances
@@ -33,7 +33,7 @@ from shared.infaas.records import Key
 __all__ = ["SmPlusAutoscaler", "StaticAutoscaler", "pin", "provision_for_peak"]
 
 
-def pin(catalogue: Catalogue, variants: Mapping[str, Key]) -> Catalogue:
+def pin(catalogue: MachineCatalogue, variants: Mapping[str, Key]) -> MachineCatalogue:
     """The catalogue with each named application restricted to one (variant, device)."""
     unknown = [a for a in variants if a not in catalogue.application]
     missing = [k for k in variants.values() if tuple(k) not in catalogue.option]
@@ -46,7 +46,7 @@ def pin(catalogue: Catalogue, variants: Mapping[str, Key]) -> Catalogue:
     return catalogue.with_applications(apps)
 
 
-def provision_for_peak(catalogue: Catalogue, peak_qps: Mapping[str, float], *, slack_threshold: float = 1.05,
+def provision_for_peak(catalogue: MachineCatalogue, peak_qps: Mapping[str, float], *, slack_threshold: float = 1.05,
                        latency_budget: float = 0.5, id_prefix: str = "static-") -> tuple[StartWorker, ...]:
     """Workers pre-loaded with ``ceil(slack_threshold x peak / Q)`` instances of each application's first
     eligible option (its pinned variant), packed onto as few machines as possible.
@@ -57,7 +57,7 @@ def provision_for_peak(catalogue: Catalogue, peak_qps: Mapping[str, float], *, s
     >>> from shared.infaas.records import VariantRecord
     >>> cpu = WorkerType("cpu-vm", "cpu", 0.32, {"vcpu": 8})
     >>> m = VariantOption(VariantRecord("m", "f", "cpu-vm", batch_latency_ms=((1, 10.0),)), "m", {"vcpu": 1}, 0.04)
-    >>> fleet = provision_for_peak(Catalogue((cpu,), (m,), (Application("app", "f", 50.0),)), {"app": 950.0})
+    >>> fleet = provision_for_peak(MachineCatalogue((cpu,), (m,), (Application("app", "f", 50.0),)), {"app": 950.0})
     >>> [(s.device, len(s.instances)) for s in fleet]
     [('cpu-vm', 8), ('cpu-vm', 2)]
     """
@@ -92,13 +92,13 @@ class SmPlusAutoscaler(InfaasAutoscaler):
 
     Parameters
     ----------
-    catalogue : Catalogue
+    catalogue : MachineCatalogue
     variants : application -> (variant, device) it is pinned to.
     model, vm : as for `InfaasAutoscaler`.
     """
 
     name = "sm_plus"
 
-    def __init__(self, catalogue: Catalogue, variants: Mapping[str, Key], *, model: GreedyConfig | None = None,
+    def __init__(self, catalogue: MachineCatalogue, variants: Mapping[str, Key], *, model: GreedyConfig | None = None,
                  vm: VmConfig | None = None):
         super().__init__(pin(catalogue, variants), model=model, vm=vm)

@@ -19,7 +19,7 @@ from functools import cached_property
 from shared.infaas.records import Key, VariantRecord
 from shared.profiles.format import ProfileSet, VariantProfile
 
-__all__ = ["Application", "Catalogue", "VariantOption", "WorkerType", "default_needs", "serving_catalogue",
+__all__ = ["Application", "MachineCatalogue", "VariantOption", "WorkerType", "default_needs", "serving_catalogue",
            "whole_machine"]
 
 #: the resource that measures a worker's compute utilization, per device kind
@@ -146,7 +146,7 @@ def whole_machine(profile: VariantProfile, worker: WorkerType) -> dict[str, floa
 
 
 def serving_catalogue(profiles: ProfileSet, applications: Iterable[Application], *,
-                      startup_s: float = 0.0) -> Catalogue:
+                      startup_s: float = 0.0) -> MachineCatalogue:
     """What the autoscaler service runs and ``make bench-cost`` simulates: every profiled device type as a
     machine whose one worker process is one instance (`whole_machine`), booting in its profile's
     ``startup_s`` (`startup_s` where the profile does not say).
@@ -161,12 +161,13 @@ def serving_catalogue(profiles: ProfileSet, applications: Iterable[Application],
     """
     workers = [WorkerType(d.name, d.kind, d.price_per_hour, {"vcpu": 1.0} if d.kind == "cpu" else {"gpu": 1.0},
                           startup_s if d.startup_s is None else d.startup_s) for d in profiles.devices]
-    return Catalogue.from_profiles(profiles, workers, applications, needs=whole_machine)
+    return MachineCatalogue.from_profiles(profiles, workers, applications, needs=whole_machine)
 
 
 @dataclass(frozen=True)
-class Catalogue:
-    """Worker types, the options that run on them, and the applications served."""
+class MachineCatalogue:
+    """Machine (worker) types with their prices, the variant options that run on them, and the applications
+    served: what an autoscaler may start and load (the serving `shared.catalogue.Catalogue` resolves queries)."""
 
     worker_types: tuple[WorkerType, ...]
     options: tuple[VariantOption, ...]
@@ -214,9 +215,9 @@ class Catalogue:
                 serves.setdefault(option.key, []).append(app.name)
         return serves
 
-    def with_applications(self, applications: Iterable[Application]) -> Catalogue:
+    def with_applications(self, applications: Iterable[Application]) -> MachineCatalogue:
         """The same hardware and variants serving other applications (e.g. pinned baselines)."""
-        return Catalogue(self.worker_types, self.options, tuple(applications), self.source)
+        return MachineCatalogue(self.worker_types, self.options, tuple(applications), self.source)
 
     @classmethod
     def from_profiles(
@@ -227,7 +228,7 @@ class Catalogue:
         *,
         architecture: Callable[[VariantProfile], str] | None = None,
         needs: Callable[[VariantProfile, WorkerType], Mapping[str, float]] | None = None,
-    ) -> Catalogue:
+    ) -> MachineCatalogue:
         """Options for every profile whose device is one of `worker_types`.
 
         Parameters
@@ -257,7 +258,7 @@ class Catalogue:
         return cls(tuple(types.values()), tuple(options), tuple(applications), profiles.source)
 
 
-def _catalogue_iv(catalogue: Catalogue) -> None:
+def _catalogue_iv(catalogue: MachineCatalogue) -> None:
     types = {w.name: w for w in catalogue.worker_types}
     if len(types) != len(catalogue.worker_types):
         raise ValueError("`worker_types` must have unique names")

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.state import AutoscaleState, ScaleActions
 from shared.policy.base import FleetPlan, Placement, PlanStatus
 
@@ -68,7 +68,7 @@ def period_cost(intervals: Iterable[WorkerInterval], *, start_s: float, end_s: f
     return CostReport(dollars, hours, num_queries, end_s - start_s)
 
 
-def fleet_cost_per_hour(state: AutoscaleState, catalogue: Catalogue, actions: ScaleActions | None = None) -> float:
+def fleet_cost_per_hour(state: AutoscaleState, catalogue: MachineCatalogue, actions: ScaleActions | None = None) -> float:
     """$/h of the fleet in `state` once `actions` are applied (booting workers included)."""
     stopped = {s.worker_id for s in actions.stop} if actions else set()
     cost = sum(catalogue.worker_type[w.device].price_per_hour for w in state.workers if w.worker_id not in stopped)
@@ -77,7 +77,7 @@ def fleet_cost_per_hour(state: AutoscaleState, catalogue: Catalogue, actions: Sc
     return cost
 
 
-def to_fleet_plan(state: AutoscaleState, catalogue: Catalogue, actions: ScaleActions | None = None, *,
+def to_fleet_plan(state: AutoscaleState, catalogue: MachineCatalogue, actions: ScaleActions | None = None, *,
                   latency_budget: float = 0.5) -> FleetPlan:
     """The desired fleet (`state` with `actions` applied) as a `FleetPlan`.
 

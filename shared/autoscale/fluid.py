@@ -10,7 +10,7 @@ import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.greedy import GreedyConfig, GreedyModelAutoscaler
 from shared.autoscale.ledger import pack_instances
 from shared.autoscale.state import AutoscaleState, InstanceStatus, StartWorker, WorkerStatus
@@ -19,7 +19,7 @@ __all__ = ["settle"]
 
 
 def settle(
-    catalogue: Catalogue,
+    catalogue: MachineCatalogue,
     demand_qps: Mapping[str, float],
     *,
     initial_fleet: Sequence[StartWorker] = (),
@@ -61,7 +61,7 @@ def settle(
     raise RuntimeError(f"the greedy did not settle within {max_polls} polls")
 
 
-def _fluid_state(catalogue: Catalogue, fleet: Mapping[str, tuple[str, list[tuple[str, str]]]],
+def _fluid_state(catalogue: MachineCatalogue, fleet: Mapping[str, tuple[str, list[tuple[str, str]]]],
                  demand_qps: Mapping[str, float], now: float, budget: float) -> AutoscaleState:
     capacity: Counter[str] = Counter()
     for device, hosted in fleet.values():

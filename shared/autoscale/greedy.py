@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from shared.autoscale.catalogue import Catalogue, VariantOption
+from shared.autoscale.catalogue import MachineCatalogue, VariantOption
 from shared.autoscale.ledger import FleetLedger, GroupKey, Request
 from shared.autoscale.state import (
     AutoscaleState,
@@ -135,13 +135,13 @@ class GreedyModelAutoscaler:
 
     Parameters
     ----------
-    catalogue : Catalogue
+    catalogue : MachineCatalogue
     config : GreedyConfig, optional
 
     Call `decide` every ``config.poll_interval_s`` with the current state.
     """
 
-    def __init__(self, catalogue: Catalogue, *, config: GreedyConfig | None = None) -> None:
+    def __init__(self, catalogue: MachineCatalogue, *, config: GreedyConfig | None = None) -> None:
         self.catalogue = catalogue
         self.config = config or GreedyConfig()
         self._swaps: list[_Swap] = []

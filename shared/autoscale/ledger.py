@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from shared.autoscale.catalogue import Catalogue, VariantOption
+from shared.autoscale.catalogue import MachineCatalogue, VariantOption
 from shared.autoscale.state import AutoscaleState, InstanceSpec
 from shared.infaas.records import Key
 
@@ -26,7 +26,7 @@ _EPS = 1e-9
 class FleetLedger:
     """Free resources and instance counts, updated as a decision reserves and releases."""
 
-    def __init__(self, state: AutoscaleState, catalogue: Catalogue, requests: Iterable[Request] = ()) -> None:
+    def __init__(self, state: AutoscaleState, catalogue: MachineCatalogue, requests: Iterable[Request] = ()) -> None:
         self.catalogue = catalogue
         self.device: dict[str, str] = {}
         self.ready: dict[str, bool] = {}
@@ -111,7 +111,7 @@ class FleetLedger:
             free[resource] = free.get(resource, 0.0) - amount
 
 
-def pack_instances(catalogue: Catalogue, requests: Iterable[Request]) -> dict[str, list[list[InstanceSpec]]]:
+def pack_instances(catalogue: MachineCatalogue, requests: Iterable[Request]) -> dict[str, list[list[InstanceSpec]]]:
     """First-fit decreasing of instances onto as few new machines of their device type as possible.
 
     Examples
@@ -120,7 +120,7 @@ def pack_instances(catalogue: Catalogue, requests: Iterable[Request]) -> dict[st
     >>> from shared.infaas.records import VariantRecord
     >>> cpu = WorkerType("c", "cpu", 0.3, {"vcpu": 8})
     >>> o = VariantOption(VariantRecord("m", "f", "c", batch_latency_ms=((1, 5.0),)), "m", {"vcpu": 3}, 0.1)
-    >>> cat = Catalogue((cpu,), (o,), (Application("a", "f", 100.0),))
+    >>> cat = MachineCatalogue((cpu,), (o,), (Application("a", "f", 100.0),))
     >>> [len(b) for b in pack_instances(cat, [("c", InstanceSpec("m", "a"))] * 5)["c"]]
     [2, 2, 1]
     """

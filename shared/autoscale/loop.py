@@ -43,7 +43,7 @@ class AutoscaleLoop:
 
     Parameters
     ----------
-    policy : the autoscaler (``make_autoscaler``).
+    policy : the autoscaler (``shared.policy.registry.make_autoscaler``).
     config : the monitor's window and thresholds (`MonitorConfig.from_settings`).
     silent_after_s : a worker not heard from this long is gone.
     timer : seconds on any clock, read around ``policy.step`` only (decision time); never used to decide.

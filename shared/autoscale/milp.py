@@ -26,7 +26,7 @@ from enum import Enum
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.catalogue import MachineCatalogue
 from shared.infaas.records import Key
 
 __all__ = ["MilpProblem", "MilpResult", "MilpStatus", "milp_autoscale", "milp_problem"]
@@ -223,7 +223,7 @@ def _highs_status(code: int, has_x: bool) -> MilpStatus:
 
 
 def milp_problem(
-    catalogue: Catalogue,
+    catalogue: MachineCatalogue,
     demand_qps: Mapping[str, float],
     *,
     running: Mapping[tuple[str, str, str], int] | None = None,
@@ -234,7 +234,7 @@ def milp_problem(
 
     Parameters
     ----------
-    catalogue : Catalogue
+    catalogue : MachineCatalogue
     demand_qps : application -> ``L_a`` (rows/s).
     running : (application, variant, device) -> ``N_v``; default none.
     capacity : resource -> ``R_t`` (e.g. the sum over a pool of workers); default unlimited.

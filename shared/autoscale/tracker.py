@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schemas import BatchFinished, LoadStatistics, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
-from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.state import AutoscaleState, InstanceStatus, ScaleActions, WorkerStatus
 from shared.infaas.monitor import InfaasMonitor, MonitorConfig, MonitorSnapshot
 from shared.infaas.state import InstanceState
@@ -40,7 +40,7 @@ class FleetTracker:
     silent_after_s : a worker not heard from this long is gone (it crashed or was stopped).
     """
 
-    def __init__(self, catalogue: Catalogue, *, config: MonitorConfig | None = None,
+    def __init__(self, catalogue: MachineCatalogue, *, config: MonitorConfig | None = None,
                  silent_after_s: float = 30.0) -> None:
         self.catalogue = catalogue
         self.monitor = InfaasMonitor(config)

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.ledger import Request, pack_instances
 from shared.autoscale.state import AutoscaleState, ScaleActions, StartWorker, StopWorker
 from shared.infaas.state import InstanceState
@@ -62,13 +62,13 @@ class VmAutoscaler:
 
     Parameters
     ----------
-    catalogue : Catalogue
+    catalogue : MachineCatalogue
     config : VmConfig, optional
     id_prefix : str
         New workers are named ``<prefix><device>-<n>``.
     """
 
-    def __init__(self, catalogue: Catalogue, *, config: VmConfig | None = None, id_prefix: str = "as-") -> None:
+    def __init__(self, catalogue: MachineCatalogue, *, config: VmConfig | None = None, id_prefix: str = "as-") -> None:
         self.catalogue = catalogue
         self.config = config or VmConfig()
         scale_out = dict(self.config.scale_out or {})

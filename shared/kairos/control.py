@@ -1,4 +1,5 @@
-"""Kairos' planning loop for one application, as a `FleetController` (HPDC'23 §5.2).
+"""Kairos' planning loop for one application, as a `FleetController` (HPDC'23 §5.2), and the loops of a
+fleet's applications as the settings make them.
 
 It plans once ``min_queries`` query sizes were seen, then again whenever their distribution shifts
 (`BatchSizeMonitor`): the load's rate never re-plans Kairos, its size mix does, with no online evaluation.
@@ -7,12 +8,20 @@ that replaying a run plans as the live planner did.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.kairos.planner import KairosPlanner
 from shared.policy.base import FleetController, FleetPlan, LoadSnapshot
+
+if TYPE_CHECKING:
+    from shared.catalogue import Catalogue
+    from shared.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -53,3 +62,29 @@ class KairosPlanningLoop(FleetController):
         self.planned = True
         self.monitor.mark_planned(self.planner.qos_limits())
         return plan
+
+
+def application_planning(settings: Settings, catalogue: Catalogue) -> dict[str, KairosPlanningLoop]:
+    """A planning loop per application whose model family Kairos can place, with the settings' budget,
+    the application's SLO and ``planner_min_queries``.
+
+    Kairos places one variant: a family of one is that variant. An application it cannot plan (a family of
+    several) is skipped with a message, so that the others are still planned.
+    """
+    planning: dict[str, KairosPlanningLoop] = {}
+    for application, families in settings.applications.items():
+        for family in families:
+            variants = catalogue.variants_of(family)
+            if not variants:
+                continue
+            variant = variants[0] if len(variants) == 1 else family
+            try:
+                planner = KairosPlanner(catalogue.profiles, application=application, variant=variant,
+                                        budget_per_hour=settings.planner_budget_per_hour,
+                                        qos_ms=settings.application_slo_ms.get(application))
+            except ValueError as exc:
+                logger.warning("not planning %r (%r) with Kairos: %s", application, family, exc)
+                continue
+            planning[application] = KairosPlanningLoop(planner, min_queries=settings.planner_min_queries)
+    return planning
+

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from schemas import WorkerEvent
-    from shared.fleet import FleetCommands
 
 
 class PendingQuery(NamedTuple):
@@ -226,6 +225,19 @@ class FleetPlan:
         for placement in self.placements:
             counts[placement.device] = counts.get(placement.device, 0) + 1
         return counts
+
+
+@dataclass(frozen=True, slots=True)
+class FleetCommands:
+    """Named changes to named workers, carried out as given (an autoscaler's answer); `shared.fleet`
+    reconciles a `FleetPlan` instead."""
+
+    #: (new worker id, what it runs)
+    start: tuple[tuple[str, Placement], ...] = ()
+    stop: tuple[str, ...] = ()
+    #: (worker id, variant)
+    load: tuple[tuple[str, str], ...] = ()
+    unload: tuple[tuple[str, str], ...] = ()
 
 
 class FleetController(ABC):

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from schemas import WorkerEvent
-from shared.policy.base import DispatchDecision, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
+from shared.policy.base import DispatchDecision, DispatchPolicy, FleetController, FleetPlan, PendingQuery, WorkerView
 
 
 @dataclass(slots=True)
@@ -205,3 +205,26 @@ class PerApplicationDispatch(DispatchPolicy):
         for query in queue:
             self._group(query.application).queued[query.query_id] = query
         self._reorder = False
+
+
+@dataclass
+class PerApplicationPlanning(FleetController):
+    """A planning loop per application as one controller (the simulator drives one): each hears its
+    application's query sizes and every worker event; a call returns the first plan made, and the next
+    loop due plans on the next call."""
+
+    loops: Mapping[str, FleetController]
+
+    def on_worker_event(self, event: WorkerEvent) -> None:
+        for loop in self.loops.values():
+            loop.on_worker_event(event)
+
+    def on_query_sizes(self, application: str, sizes: Sequence[int]) -> None:
+        if (loop := self.loops.get(application)) is not None:
+            loop.on_query_sizes(application, sizes)
+
+    def control(self, now_s: float, arrivals: Mapping[str, int]) -> FleetPlan | None:
+        for loop in self.loops.values():
+            if (plan := loop.control(now_s, arrivals)) is not None:
+                return plan
+        return None

@@ -1,7 +1,8 @@
 """Load the Kairos authors' measurements (HPDC'23 artifact) into the one profile format.
 
-The data stay in the materials folder (``Settings.kairos_data_dir``: ``<repo>/../shared/data/kairos``, or
-``$MERIDIAN_MATERIALS_DIR/data/kairos``); this module reads them, it never copies them.
+The data stay in the materials folder; this module reads them from the folder its caller names (a
+service's or bench's ``Settings.kairos_data_dir``: ``<repo>/../shared/data/kairos``, or
+``$MERIDIAN_MATERIALS_DIR/data/kairos``), it never copies them and never reads the environment itself.
 
 * variant = family = model name (``ncf``, ``rm2``, ``wnd``, ``mtwnd``, ``dien``): Kairos serves one
   model per system, so the model is the variant;
@@ -21,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
-from shared.settings import Settings
 
 #: Kairos caps query size at 1000 "because of QoS constraints"
 KAIROS_MAX_BATCH = 1000
@@ -42,14 +42,12 @@ class KairosPool:
         return self.devices[0]
 
 
-def _folder(data_dir: str | Path | None) -> Path:
-    """``data_dir`` if given, else the materials' Kairos folder (`Settings.kairos_data_dir`)."""
-    return Path(data_dir) if data_dir is not None else Settings().kairos_data_dir
+def load_kairos_pool(data_dir: str | Path) -> KairosPool:
+    """The pool of ``data_dir/instance.json``: g4dn.xlarge base, three CPU auxiliaries, $2.5/h.
 
-
-def load_kairos_pool(data_dir: str | Path | None = None) -> KairosPool:
-    """The pool of ``instance.json``: g4dn.xlarge base, three CPU auxiliaries, $2.5/h."""
-    raw = json.loads((_folder(data_dir) / "instance.json").read_text())
+    ``data_dir`` is the folder holding the Kairos files (the caller's `Settings.kairos_data_dir`).
+    """
+    raw = json.loads((Path(data_dir) / "instance.json").read_text())
     return KairosPool(
         devices=tuple(raw["ins_types"]),
         max_counts=tuple(int(n) for n in raw["max_num"]),
@@ -58,15 +56,15 @@ def load_kairos_pool(data_dir: str | Path | None = None) -> KairosPool:
     )
 
 
-def load_kairos_profiles(data_dir: str | Path | None = None, *, samples: bool = False) -> ProfileSet:
+def load_kairos_profiles(data_dir: str | Path, *, samples: bool = False) -> ProfileSet:
     """Read ``latency_mean.json`` (and optionally ``latency_samples.json``) into a ``ProfileSet``.
 
     Parameters
     ----------
-    data_dir : folder holding the Kairos files (default: `Settings.kairos_data_dir`).
+    data_dir : folder holding the Kairos files (the caller's `Settings.kairos_data_dir`).
     samples : also attach ``latency_samples_ms`` (99 per batch size; the file is ~2.6 MB).
     """
-    folder = _folder(data_dir)
+    folder = Path(data_dir)
     mean = json.loads((folder / "latency_mean.json").read_text())
     sampled = (
         json.loads((folder / "latency_samples.json").read_text())["models"] if samples else None

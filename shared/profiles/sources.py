@@ -27,5 +27,5 @@ def load_profile_source(name: str, settings: Settings) -> ProfileSet:
     if name == "kairos":
         from shared.profiles.kairos import load_kairos_profiles
 
-        return load_kairos_profiles()
+        return load_kairos_profiles(settings.kairos_data_dir)
     raise ValueError(f"unknown profile source {name!r}; valid: dir, kairos")

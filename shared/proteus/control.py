@@ -1,17 +1,23 @@
 """Control loops that turn arrival counts into plans: Proteus's, and a static one for Clipper.
 
-They are `FleetController`s; the live planner service runs the same pieces (a `ReplanMonitor` fed
-with load statistics, then `Planner.plan`).
+They are `FleetController`s; the live planner service runs the one `fleet_planning` makes, as the
+simulator and the replay do.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from schemas import BatchFinished, WorkerEvent
 from shared.policy.base import FleetController, FleetPlan, LoadSnapshot, Planner
 from shared.profiles.learned import LearnedProfiles
 from shared.proteus.monitor import ReplanMonitor
+from shared.proteus.planner import ProteusPlanner
+
+if TYPE_CHECKING:
+    from shared.catalogue import Catalogue
+    from shared.settings import Settings
 
 
 @dataclass
@@ -74,3 +80,25 @@ class StaticController(FleetController):
             return None
         self._applied = True
         return self.plan
+
+
+def planned_applications(settings: Settings) -> dict[str, str]:
+    """Application -> the model family the fleet planner plans it with: the applications its own dispatch
+    policy serves (``application_policies`` may give one another policy and workers of its own, outside
+    ``planner_fleet``), or every application when none is."""
+    families = {app: families[0] for app, families in settings.applications.items()}
+    served = {app: family for app, family in families.items()
+              if settings.application_policies.get(app, settings.scheduler_policy) == settings.planner}
+    return served or families
+
+
+def fleet_planning(settings: Settings, catalogue: Catalogue) -> PlanningController:
+    """Proteus' MILP over `planned_applications` (each with its first model family), re-planned by its
+    monitor and with the profiles the workers' batches teach it."""
+    applications = planned_applications(settings)
+    planner = ProteusPlanner(catalogue.profiles, fleet=settings.planner_fleet or None, applications=applications,
+                             slo_ms={app: slo for app, slo in settings.application_slo_ms.items() if app in applications},
+                             headroom=settings.proteus_headroom)
+    return PlanningController(planner, ReplanMonitor(period_s=settings.replan_period_s),
+                              interval_s=settings.load_stats_interval_s, applications=frozenset(applications),
+                              learned=LearnedProfiles(catalogue.profiles))

@@ -1,8 +1,9 @@
 """The benchmark fleet's profiles: two measured CPU device types and one emulated accelerator.
 
-Run from the repository root (needs the ONNX files of ``var/models``, built by ``shared.modelzoo``)::
+Run from the repository root (needs the ONNX files of ``var/models``, built by ``shared.modelzoo``, and
+the Kairos authors' measured data of the materials folder, ``Settings.kairos_data_dir``)::
 
-    python -m shared.proteus.fleet_profiles --models var/models --out profiles/proteus-fleet.json
+    python -m shared.proteus.fleet_profiles --models var/models --kairos-data ../shared/data/kairos --out profiles/proteus-fleet.json
 
 The file holds only the device types the project's own profiles lack, for the variants of
 ``profiles/digits.json`` and ``profiles/efficientnet-lite.json`` (``cpu-1t``, measured here):
@@ -36,18 +37,22 @@ _REPO = Path(__file__).resolve().parents[2]
 BASE_PROFILES = (_REPO / "profiles" / "digits.json", _REPO / "profiles" / "efficientnet-lite.json")
 
 
-def kairos_speed_ratio(batch_sizes: Sequence[int], *, fast: str = RATIO_FAST, base: str = RATIO_BASE) -> dict[int, float]:
+def kairos_speed_ratio(batch_sizes: Sequence[int], kairos_data_dir: Path, *, fast: str = RATIO_FAST,
+                       base: str = RATIO_BASE) -> dict[int, float]:
     """Geometric-mean latency ratio ``fast / base`` over the Kairos models, per batch size.
+
+    ``kairos_data_dir``: the folder of the Kairos authors' files (the caller's `Settings.kairos_data_dir`).
 
     Examples
     --------
-    >>> r = kairos_speed_ratio([1, 64])
+    >>> from shared.settings import Settings
+    >>> r = kairos_speed_ratio([1, 64], Settings().kairos_data_dir)
     >>> 0.5 < r[1] < 1.0 and r[64] < 0.3
     True
     """
     from shared.profiles.kairos import load_kairos_profiles
 
-    kairos = load_kairos_profiles()
+    kairos = load_kairos_profiles(kairos_data_dir)
     models = sorted({p.variant for p in kairos.variants})
     ratio = {}
     for b in batch_sizes:
@@ -74,13 +79,13 @@ def measure_cpu2t(base: VariantProfile, model: Path, batch_sizes: Sequence[int])
     return measured.model_copy(update={"accuracy": base.accuracy, "peak_memory_mb": base.peak_memory_mb})
 
 
-def build(models_dir: Path, batch_sizes: Sequence[int]) -> ProfileSet:
+def build(models_dir: Path, batch_sizes: Sequence[int], kairos_data_dir: Path) -> ProfileSet:
     import onnxruntime
 
     from shared.modelzoo.profiler import CPU_PRICE_PER_VCPU_HOUR, GPU_PRICE_PER_HOUR
 
     bases = [p for path in BASE_PROFILES for p in ProfileSet.load(path).variants if p.device == "cpu-1t"]
-    ratio = kairos_speed_ratio(sorted({b for p in bases for b in p.batch_latency_ms}))
+    ratio = kairos_speed_ratio(sorted({b for p in bases for b in p.batch_latency_ms}), kairos_data_dir)
     variants = [measure_cpu2t(p, models_dir / f"{p.variant}.onnx", batch_sizes) for p in bases]
     variants += [emulate(p, ratio) for p in bases]
     ratio_text = ", ".join(f"b{b}: {r:.3f}" for b, r in ratio.items())
@@ -107,9 +112,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=Path, default=_REPO / "var" / "models")
     parser.add_argument("--out", type=Path, default=_REPO / "profiles" / "proteus-fleet.json")
+    parser.add_argument("--kairos-data", type=Path, required=True,
+                        help="the Kairos authors' files (Settings.kairos_data_dir: <materials>/data/kairos)")
     parser.add_argument("--batch-sizes", default="1,2,4,8,16,32")
     args = parser.parse_args(argv)
-    build(args.models, [int(b) for b in args.batch_sizes.split(",")]).save(args.out)
+    build(args.models, [int(b) for b in args.batch_sizes.split(",")], args.kairos_data).save(args.out)
     print(f"wrote {args.out}")
 
 

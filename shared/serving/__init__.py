@@ -4,9 +4,9 @@ Pure and I/O-free. The live scheduler (``services/scheduler``) drives `Scheduler
 wall clock; the simulator (``shared.sim``) drives the very same class with a virtual clock. Emulated
 workers and simulated ones take their service times from the same `ProfileServiceTime`.
 """
-from shared.serving.core import CoreConfig, Dispatch, Rejection, SchedulerCore, Step
+from shared.serving.core import STEP_INTERVAL_S, CoreConfig, Dispatch, Rejection, SchedulerCore, Step
 from shared.serving.queue import Queued
 from shared.serving.service_time import ProfileServiceTime, ServiceTime
 
-__all__ = ["CoreConfig", "Dispatch", "ProfileServiceTime", "Queued", "Rejection", "SchedulerCore", "ServiceTime",
-           "Step"]
+__all__ = ["STEP_INTERVAL_S", "CoreConfig", "Dispatch", "ProfileServiceTime", "Queued", "Rejection", "SchedulerCore",
+           "ServiceTime", "Step"]

@@ -52,6 +52,11 @@ class Rejection(NamedTuple):
     foreign_id: bool = False
 
 
+#: how often the live scheduler steps the core unasked (drops, silent workers, batches waiting on purpose),
+#: and so the step a policy that waits on purpose counts in, live and in a replay of it
+STEP_INTERVAL_S = 0.05
+
+
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
     #: a query's deadline is its send time plus this many SLOs; it is dropped once it cannot make it
@@ -256,14 +261,10 @@ class SchedulerCore:
         deadline = arrival + self.config.drop_after_slo_multiple * query.slo_ms / 1000.0
         last_start = deadline - fastest - reserve
         drop_at = last_start if ahead_until <= last_start else -math.inf
-        self.queue.push(Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until))
+        self.queue.push(Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until,
+                               resolution.note))
         self.policy.on_query_added(pending)
         return None
-
-    def note_of(self, query: AdmissionRequest) -> str | None:
-        """Why the query's goals were relaxed, if they were (copied into its result)."""
-        resolution = self._resolve(query)
-        return None if isinstance(resolution, str) else resolution.note
 
     # -- workers --------------------------------------------------------------------------------
     def on_worker_event(self, event: object) -> None:
@@ -381,8 +382,8 @@ class SchedulerCore:
 
     def _requeue(self, items: Sequence[Queued]) -> None:
         """Dispatched queries back to the head of the queue, their messages already acknowledged."""
-        requeued = [Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s)
-                    for i in items]
+        requeued = [Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s,
+                           note=i.note) for i in items]
         self.queue.push_front(requeued)
         for item in requeued:
             self.policy.on_query_added(item.pending)

@@ -34,6 +34,8 @@ class Queued:
     drop_at_s: float
     #: the earliest the work queued ahead of it at admission can be done, on the fleet that may serve it
     ahead_until_s: float = 0.0
+    #: why its goals were relaxed at admission, if they were (copied into its result)
+    note: str | None = None
 
 
 class QueueView(Sequence[PendingQuery]):

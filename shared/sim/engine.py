@@ -47,8 +47,8 @@ import numpy as np
 
 from shared.catalogue import Catalogue
 from schemas import BatchFinished, BatchRefused, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
-from shared.fleet import FleetCommands, reconcile
-from shared.policy.base import DispatchPolicy, FleetController, FleetPlan, Placement
+from shared.fleet import reconcile
+from shared.policy.base import DispatchPolicy, FleetCommands, FleetController, FleetPlan, Placement
 from shared.profiles.format import ProfileSet
 from shared.serving.core import CoreConfig, Dispatch, SchedulerCore, Step
 from shared.serving.service_time import ProfileServiceTime, ServiceTime

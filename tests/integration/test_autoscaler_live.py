@@ -43,7 +43,7 @@ def within_slo(query: Query, result: Result, received: float) -> bool:
     return result.status is ResultStatus.OK and (received - query.sent_at) * 1000.0 <= SLO_MS
 
 
-def query() -> Query:
+def vision_query() -> Query:
     return Query(query_id=f"as-{uuid.uuid4().hex}", application="vision", slo_ms=SLO_MS, batch_size=1,
                  sent_at=time.time())
 
@@ -68,9 +68,7 @@ def autoscaled(stack, settings, tmp_path_factory) -> Iterator[LocalLauncher]:
 def test_starts_a_worker_before_the_rise_misses_and_stops_it_after_the_fall_losing_nothing(autoscaled,
                                                                                          settings) -> None:
     with MeridianClient(settings, applications=["vision"]) as client:
-        load = Load(client)
-        try:
-            load.follow(lambda _: 20.0)
+        with Sender(client, vision_query, 20.0) as load:
             wait_until(lambda: any(r.status is ResultStatus.OK for r, _ in list(client.results.values())), 90,
                        "a worker the autoscaler started to answer", list(autoscaled.processes.values()))
             started = actions("start")
@@ -96,5 +94,3 @@ def test_starts_a_worker_before_the_rise_misses_and_stops_it_after_the_fall_losi
             stopped = actions("stop")
             wait_until(lambda: actions("stop") > stopped, 120, "the autoscaler to stop an idle worker",
                        list(autoscaled.processes.values()))
-        finally:
-            load.stop()

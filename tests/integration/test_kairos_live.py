@@ -17,6 +17,7 @@ from shared.adapters import topics
 from shared.adapters.client import MeridianClient
 from shared.adapters.kafka_io import make_consumer
 from shared.sim.arrivals import deeprecsys_sizes
+from tests.integration.senders import Sender
 
 pytestmark = pytest.mark.integration
 
@@ -41,16 +42,17 @@ def kairos_stack(stack, tmp_path_factory) -> Iterator[LocalLauncher]:
         yield launcher
 
 
+def query(batch_size: int) -> Query:
+    return Query(query_id=f"rm2-{uuid.uuid4().hex}", application="rm2", model="rm2", slo_ms=350.0,
+                 batch_size=batch_size, sent_at=time.time())
+
+
 def send(client: MeridianClient, sizes: np.ndarray, rate: float) -> list[str]:
-    ids = []
-    for size in sizes:
-        query = Query(query_id=f"rm2-{uuid.uuid4().hex}", application="rm2", model="rm2", slo_ms=350.0,
-                      batch_size=int(size), sent_at=time.time())
-        client.send(query)
-        ids.append(query.query_id)
-        time.sleep(1.0 / rate)
+    batch_sizes = iter(sizes)
+    sender = Sender(client, lambda: query(int(next(batch_sizes))), rate, count=len(sizes))
+    sender.wait()
     client.flush()
-    return ids
+    return [q.query_id for q in sender.sent]
 
 
 def test_planner_chooses_a_fleet_and_kairos_serves_on_it(kairos_stack, settings) -> None:

@@ -1,5 +1,5 @@
 """A dispatch policy per application, switched while serving: under steady load an operator switches one
-application from fcfs to proteus (`python -m services.scheduler.switch`); every query still gets exactly
+application from fcfs to proteus (`meridian switch`); every query still gets exactly
 one answer, that application's later batches are proteus's, the other application stays with fcfs, and a
 switch the scheduler cannot make goes to the dead letters while serving goes on.
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from itertools import cycle
 
 import pytest
 from kafka import TopicPartition
@@ -29,6 +29,7 @@ from shared.adapters.client import MeridianClient
 from shared.adapters.kafka_io import make_admin, make_consumer, make_producer
 from shared.settings import Settings
 from tests.integration.helpers import DeadLetterReader
+from tests.integration.senders import Sender
 
 pytestmark = pytest.mark.integration
 
@@ -79,40 +80,23 @@ def dispatched(application: str, policy: str) -> float:
     return sample("meridian_scheduler_dispatched_queries_total", application=application, policy=policy) or 0.0
 
 
-class Sender:
-    """Both applications' queries at ``rate_qps`` each, until stopped; remembers (sent at, application, id)."""
-
-    def __init__(self, client: MeridianClient, rate_qps: float) -> None:
-        self.client, self.rate_qps, self.sent = client, rate_qps, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for application, model, slo_ms in ((VISION, "efficientnet-lite", 400.0), (DIGITS, "digits", 1000.0)):
-                query = Query(query_id=f"sw-{uuid.uuid4().hex}", application=application, model=model, slo_ms=slo_ms,
-                              batch_size=1, sent_at=time.time())
-                self.client.send(query)
-                self.sent.append((time.time(), application, query.query_id))
-            time.sleep(1.0 / self.rate_qps)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+def query(application: str, model: str, slo_ms: float) -> Query:
+    return Query(query_id=f"sw-{uuid.uuid4().hex}", application=application, model=model, slo_ms=slo_ms,
+                 batch_size=1, sent_at=time.time())
 
 
 def test_one_application_switches_from_fcfs_to_proteus_under_load(serving, stack, settings) -> None:
     scheduler = serving.processes["scheduler"]
     letters = DeadLetterReader(settings)
     with MeridianClient(settings, applications=[VISION, DIGITS]) as client:
-        sender = Sender(client, 10.0)
+        both = cycle(((VISION, "efficientnet-lite", 400.0), (DIGITS, "digits", 1000.0)))
+        sender = Sender(client, lambda: query(*next(both)), 2 * 10.0)  # 10 queries/s to each application
         try:
             wait_until(lambda: {r.application for r, _ in list(client.results.values())
                                 if r.status is ResultStatus.OK} == {VISION, DIGITS}, 30, "both applications served",
                        [scheduler])
             time.sleep(2.0)
-            command = subprocess.run([sys.executable, "-m", "services.scheduler.switch", "--application", VISION,
+            command = subprocess.run([sys.executable, "-m", "services.cli.switch", "--application", VISION,
                                       "--policy", "proteus", "--requested-by", "test"], env={**os.environ, **stack.env},
                                      capture_output=True, text=True, timeout=60)
             assert command.returncode == 0, command.stderr
@@ -136,7 +120,7 @@ def test_one_application_switches_from_fcfs_to_proteus_under_load(serving, stack
             sender.stop()
             letters.close()
         client.flush()
-        ids = [query_id for _, _, query_id in sender.sent]
+        ids = [q.query_id for q in sender.sent]
         assert client.wait_for(ids, timeout_s=30), "every query has a final result"
         assert client.duplicates == 0 and len(set(ids)) == len(ids)
         results = {query_id: client.results[query_id][0] for query_id in ids}
@@ -148,7 +132,7 @@ def test_one_application_switches_from_fcfs_to_proteus_under_load(serving, stack
     assert len(reasons) == 2 and reasons[0].startswith("malformed message: the message is not valid JSON"), reasons
     assert reasons[1].startswith("unknown dispatch policy 'nonesuch'; valid: fcfs,"), reasons
     assert sample("meridian_scheduler_policy", application=VISION, policy="proteus") == 1.0
-    after_refusal = [results[q] for at, _, q in sender.sent if at > refused_at]
+    after_refusal = [results[q.query_id] for q in sender.sent if q.sent_at > refused_at]
     # serving went on: answered, and in time but for what a 2-core machine's hiccup may cost
     after = Counter(r.status for r in after_refusal)
     assert after_refusal and not after[ResultStatus.REJECTED], after
@@ -158,7 +142,8 @@ def test_one_application_switches_from_fcfs_to_proteus_under_load(serving, stack
         sent_to_workers = sum(1 for r in results.values() if r.application == application and r.timestamps.dispatched)
         assert dispatched(application, "fcfs") + dispatched(application, "proteus") == sent_to_workers, application
     assert dispatched(VISION, "fcfs") == fcfs_before > 0, "no fcfs batch for the switched application after the switch"
-    vision_later = sum(1 for at, app, q in sender.sent if app == VISION and at > switched_at and results[q].variant)
+    vision_later = sum(1 for q in sender.sent
+                       if q.application == VISION and q.sent_at > switched_at and results[q.query_id].variant)
     assert dispatched(VISION, "proteus") >= vision_later > 20
     # the other application never noticed
     assert sample("meridian_scheduler_policy", application=DIGITS, policy="fcfs") == 1.0

@@ -5,7 +5,6 @@ grows, the planner re-plans on the burst and trades accuracy for throughput.
 Workers emulate cpu-1t EfficientNet-Lite0/1/2 from their measured profiles (published accuracies)."""
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections import Counter
@@ -18,6 +17,7 @@ from services.launcher import LocalLauncher, read_metric, wait_until
 from shared.adapters import topics
 from shared.adapters.client import MeridianClient
 from shared.adapters.kafka_io import make_consumer
+from tests.integration.senders import Sender
 
 pytestmark = pytest.mark.integration
 
@@ -40,24 +40,9 @@ def proteus(stack, tmp_path_factory) -> Iterator[LocalLauncher]:
         yield launcher
 
 
-class SteadySender:
-    def __init__(self, client: MeridianClient, rate_qps: float) -> None:
-        self.client, self.rate_qps, self.sent = client, rate_qps, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            query = Query(query_id=f"pr-{uuid.uuid4().hex}", application="vision", model="efficientnet-lite",
-                          slo_ms=SLO_MS, batch_size=1, sent_at=time.time())
-            self.client.send(query)
-            self.sent.append((time.time(), self.rate_qps, query.query_id))
-            time.sleep(1.0 / self.rate_qps)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+def query() -> Query:
+    return Query(query_id=f"pr-{uuid.uuid4().hex}", application="vision", model="efficientnet-lite", slo_ms=SLO_MS,
+                 batch_size=1, sent_at=time.time())
 
 
 def plans_so_far(settings) -> list[AllocationPlan]:
@@ -70,14 +55,13 @@ def plans_so_far(settings) -> list[AllocationPlan]:
 
 def test_plans_are_applied_and_accuracy_scales_with_the_load(proteus, settings) -> None:
     with MeridianClient(settings, applications=["vision"]) as client:
-        sender = SteadySender(client, 15.0)
-        try:
+        with Sender(client, query, 15.0) as sender:
             wait_until(lambda: any(r.status is ResultStatus.OK for r, _ in list(client.results.values())), 120,
                        "the first plan's workers to answer", list(proteus.processes.values()))
             time.sleep(5.0)
             light_from = time.time()
             time.sleep(8.0)
-            sender.rate_qps = 150.0
+            sender.follow(lambda _: 150.0)
             heavy_from = time.time()
             wait_until(lambda: any(p.planner == "proteus" and "burst" in p.message and p.at >= heavy_from
                                    and set(p.routing.get("vision", {})) & FASTER for p in plans_so_far(settings)),
@@ -86,15 +70,13 @@ def test_plans_are_applied_and_accuracy_scales_with_the_load(proteus, settings) 
             time.sleep(12.0)  # the new plan's workers start before the old ones stop
             steady_from = time.time()
             time.sleep(8.0)
-        finally:
-            sender.stop()
         client.flush()
-        ids = [q for _, _, q in sender.sent]
+        ids = [q.query_id for q in sender.sent]
         assert client.wait_for(ids, timeout_s=60), "every query gets exactly one final result"
 
     def served(start: float, end: float) -> Counter:
-        return Counter(client.results[q][0].variant or client.results[q][0].status.value
-                       for at, _, q in sender.sent if start <= at < end)
+        return Counter(client.results[q.query_id][0].variant or client.results[q.query_id][0].status.value
+                       for q in sender.sent if start <= q.sent_at < end)
 
     light, steady = served(light_from, heavy_from), served(steady_from, float("inf"))
     assert light.most_common(1)[0][0] == "efficientnet-lite2", light

@@ -18,6 +18,7 @@ from services.launcher import LocalLauncher
 from shared.adapters.client import MeridianClient
 from shared.adapters.ramsis_store import RedisPolicyStore
 from shared.settings import REPO_ROOT
+from tests.integration.senders import Sender
 
 pytestmark = pytest.mark.integration
 
@@ -50,16 +51,16 @@ def test_the_policy_set_lives_in_redis(ramsis, settings) -> None:
     assert policies.workers == (2,) and len(policies) >= 4
 
 
+def query() -> Query:
+    return Query(query_id=f"rm-{uuid.uuid4().hex}", application="vision", model="efficientnet-lite", slo_ms=400.0,
+                 batch_size=1, sent_at=time.time())
+
+
 def send(client: MeridianClient, rate_qps: float, duration_s: float) -> list[str]:
-    ids = []
-    for _ in range(int(rate_qps * duration_s)):
-        query = Query(query_id=f"rm-{uuid.uuid4().hex}", application="vision", model="efficientnet-lite",
-                      slo_ms=400.0, batch_size=1, sent_at=time.time())
-        client.send(query)
-        ids.append(query.query_id)
-        time.sleep(1.0 / rate_qps)
+    sender = Sender(client, query, rate_qps, count=int(rate_qps * duration_s))
+    sender.wait()
     client.flush()
-    return ids
+    return [q.query_id for q in sender.sent]
 
 
 def test_queries_are_served_by_the_policy_and_accuracy_scales_with_load(ramsis, settings) -> None:

@@ -4,7 +4,7 @@ import pytest
 from shared.autoscale import (
     Application,
     AutoscaleState,
-    Catalogue,
+    MachineCatalogue,
     InstanceSpec,
     InstanceStatus,
     LoadInstance,
@@ -38,7 +38,7 @@ def catalogue():
                                  peak_memory_mb=1000.0, max_batch=8)])
     workers = [WorkerType("cpu-vm", "cpu", 0.32, {"vcpu": 8, "memory_mb": 16384}),
                WorkerType("gpu-vm", "gpu", 0.5, {"vcpu": 4, "memory_mb": 16384, "gpu": 1})]
-    return Catalogue.from_profiles(profiles, workers, [Application("app", "f", 50.0)])
+    return MachineCatalogue.from_profiles(profiles, workers, [Application("app", "f", 50.0)])
 
 
 def test_period_cost_bills_overlaps_and_running_workers():

@@ -4,7 +4,7 @@ import pytest
 from shared.autoscale import (
     Application,
     AutoscaleState,
-    Catalogue,
+    MachineCatalogue,
     GreedyConfig,
     GreedyModelAutoscaler,
     InfaasAutoscaler,
@@ -34,7 +34,7 @@ def catalogue(*, vcpus=16, gpu_price=0.526, cpu_load_ms=3000.0, gpu_load_ms=1000
         VariantOption(VariantRecord("m", "f", "gpu-vm", batch_latency_ms=((1, 2.0), (8, 8.0)), max_batch=8,
                                     load_latency_ms=gpu_load_ms), "m", {"gpu": 1}, gpu_price),
     )
-    return Catalogue((cpu, gpu), options, (Application("app", "f", 50.0),))
+    return MachineCatalogue((cpu, gpu), options, (Application("app", "f", 50.0),))
 
 
 def worker(worker_id, n, load, *, device="cpu-vm", ready=True, states=(), utilization=0.5, variant="m"):

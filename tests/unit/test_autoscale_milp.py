@@ -6,7 +6,7 @@ import pytest
 
 from shared.autoscale import (
     Application,
-    Catalogue,
+    MachineCatalogue,
     MilpProblem,
     MilpStatus,
     VariantOption,
@@ -108,7 +108,7 @@ def test_problem_from_catalogue_keeps_eligible_options_and_running_ones():
     options = (VariantOption(rec("small", 0.7, 5.0), "small", {"vcpu": 1}, 0.04),
                VariantOption(rec("big", 0.9, 20.0), "big", {"vcpu": 1}, 0.04),
                VariantOption(rec("slow", 0.95, 80.0), "slow", {"vcpu": 1}, 0.04))
-    cat = Catalogue((cpu,), options, (Application("app", "fam", 50.0, accuracy_floor=0.8),))
+    cat = MachineCatalogue((cpu,), options, (Application("app", "fam", 50.0, accuracy_floor=0.8),))
     problem, rows = milp_problem(cat, {"app": 100.0}, running={("app", "small", "cpu"): 2}, capacity={"vcpu": 8})
     # "slow" misses the 25 ms batch budget, "small" misses the accuracy floor but is running
     assert rows == [("app", ("big", "cpu")), ("app", ("small", "cpu"))]

@@ -8,7 +8,7 @@ import pytest
 from shared.autoscale import (
     Application,
     BaseAutoscaler,
-    Catalogue,
+    MachineCatalogue,
     InfaasAutoscaler,
     InstanceSpec,
     LoadInstance,
@@ -19,11 +19,11 @@ from shared.autoscale import (
     UnloadInstance,
     VariantOption,
     WorkerType,
-    make_autoscaler,
     pin,
     provision_for_peak,
 )
 from shared.infaas.records import VariantRecord
+from shared.policy.registry import make_autoscaler
 from shared.serving.core import CoreConfig
 from shared.sim.scenarios.autoscaling import Slowdown, serving_profiles, simulate_autoscaling
 
@@ -42,7 +42,7 @@ def catalogue(vcpus=1):
         VariantOption(VariantRecord("m", "f", "gpu-vm", batch_latency_ms=((1, 2.0), (8, 8.0)), max_batch=8,
                                     load_latency_ms=800.0), "m", {"gpu": 1}, 0.526),
     )
-    return Catalogue((cpu, gpu), options, (Application("app", "f", 100.0),))
+    return MachineCatalogue((cpu, gpu), options, (Application("app", "f", 100.0),))
 
 
 def poisson(rate, duration, seed=0):

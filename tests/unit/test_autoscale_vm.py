@@ -4,7 +4,7 @@ import pytest
 from shared.autoscale import (
     Application,
     AutoscaleState,
-    Catalogue,
+    MachineCatalogue,
     InstanceSpec,
     InstanceStatus,
     VariantOption,
@@ -25,7 +25,7 @@ def catalogue():
     gpu = WorkerType("gpu-vm", "gpu", 0.526, {"vcpu": 4, "gpu": 1})
     options = (VariantOption(VariantRecord("m", "f", "cpu-vm", batch_latency_ms=((1, 10.0),)), "m", {"vcpu": 3}, 0.12),
                VariantOption(VariantRecord("m", "f", "gpu-vm", batch_latency_ms=((1, 2.0),)), "m", {"gpu": 1}, 0.526))
-    return Catalogue((cpu, big_cpu, gpu), options, (Application("app", "f", 50.0),))
+    return MachineCatalogue((cpu, big_cpu, gpu), options, (Application("app", "f", 50.0),))
 
 
 def w(worker_id, utilization=0.5, states=(A,), device="cpu-vm", ready=True):

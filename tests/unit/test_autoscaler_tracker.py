@@ -5,7 +5,7 @@ import pytest
 
 from schemas import BatchFinished, LoadStatistics, VariantUnloaded, WorkerHeartbeat, WorkerStopped
 from shared.autoscale.tracker import FleetTracker
-from shared.autoscale import Application, BaseAutoscaler, Catalogue, InstanceSpec, ScaleActions, StartWorker, WorkerType
+from shared.autoscale import Application, BaseAutoscaler, MachineCatalogue, InstanceSpec, ScaleActions, StartWorker, WorkerType
 from shared.autoscale.loop import AutoscaleLoop
 from shared.infaas.monitor import MonitorConfig
 from shared.infaas.state import InstanceState
@@ -16,7 +16,7 @@ from shared.settings import REPO_ROOT
 @pytest.fixture
 def tracker() -> FleetTracker:
     profiles = ProfileSet.load(REPO_ROOT / "profiles" / "efficientnet-lite.json")
-    catalogue = Catalogue.from_profiles(profiles, [WorkerType("cpu-1t", "cpu", 0.0425, {"vcpu": 2}, 5.0)],
+    catalogue = MachineCatalogue.from_profiles(profiles, [WorkerType("cpu-1t", "cpu", 0.0425, {"vcpu": 2}, 5.0)],
                                         [Application("vision", "efficientnet-lite", 500.0)])
     return FleetTracker(catalogue, config=MonitorConfig(window_s=2.0), silent_after_s=10.0)
 
@@ -95,7 +95,7 @@ def test_an_instance_serves_the_application_it_was_loaded_for() -> None:
     profiles = ProfileSet.load(REPO_ROOT / "profiles" / "efficientnet-lite.json")
     apps = [Application("vision", "efficientnet-lite", 500.0), Application("vision-hq", "efficientnet-lite", 500.0,
                                                                            accuracy_floor=0.775)]
-    tracker = FleetTracker(Catalogue.from_profiles(profiles, [WorkerType("cpu-1t", "cpu", 0.0425, {"vcpu": 2}, 5.0)],
+    tracker = FleetTracker(MachineCatalogue.from_profiles(profiles, [WorkerType("cpu-1t", "cpu", 0.0425, {"vcpu": 2}, 5.0)],
                                                    apps))
     tracker.expect(ScaleActions(start=(StartWorker("as-1", "cpu-1t", (InstanceSpec("efficientnet-lite2",
                                                                                    "vision-hq"),)),)), 0.0)

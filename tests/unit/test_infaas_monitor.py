@@ -6,7 +6,7 @@ import pytest
 from schemas import BatchFinished, WorkerHeartbeat
 from shared.autoscale.tracker import FleetTracker
 from shared.infaas.daemon import InstanceMonitor
-from shared.autoscale import Application, Catalogue, VariantOption, WorkerType
+from shared.autoscale import Application, MachineCatalogue, VariantOption, WorkerType
 from shared.infaas.metadata import InMemoryMetadataStore
 from shared.infaas.monitor import InfaasMonitor, MonitorConfig
 from shared.infaas.records import VariantRecord
@@ -242,7 +242,7 @@ def test_the_registry_and_the_autoscaler_judge_the_same_events_alike():
     store.put_variant(PROFILE)
     registry = InstanceMonitor(store, device_kinds={"cpu": "cpu"}, worker_timeout_s=30.0, last_flush_s=0.0,
                                config=config, family_slo_ms={"fam": 100.0})
-    catalogue = Catalogue((WorkerType("cpu", "cpu", 0.1, {"vcpu": 1}),),
+    catalogue = MachineCatalogue((WorkerType("cpu", "cpu", 0.1, {"vcpu": 1}),),
                           (VariantOption(PROFILE, "fam", {"vcpu": 1.0}, 0.1),), (Application("app", "fam", 100.0),))
     tracker = FleetTracker(catalogue, config=config)
 

@@ -8,12 +8,13 @@ from shared.kairos.control import KairosPlanningLoop
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.kairos.planner import KairosPlanner
 from shared.profiles.kairos import load_kairos_profiles
+from shared.settings import Settings
 from shared.sim import Workload, simulate
 from shared.sim.arrivals import deeprecsys_sizes, truncated_gaussian_sizes
 
 
 def loop(min_queries: int = 500) -> KairosPlanningLoop:
-    planner = KairosPlanner(load_kairos_profiles(), application="rm2", budget_per_hour=2.5)
+    planner = KairosPlanner(load_kairos_profiles(Settings().kairos_data_dir), application="rm2", budget_per_hour=2.5)
     return KairosPlanningLoop(planner, min_queries=min_queries, monitor=BatchSizeMonitor(window=2000, check_every=500))
 
 
@@ -36,7 +37,7 @@ def test_it_plans_once_enough_sizes_were_seen_then_only_when_they_shift() -> Non
 
 
 def test_the_simulator_starts_the_fleet_it_plans_after_each_type_s_boot() -> None:
-    profiles = load_kairos_profiles()
+    profiles = load_kairos_profiles(Settings().kairos_data_dir)
     rng = np.random.default_rng(1)
     arrivals = np.sort(rng.random(600) * 6.0)
     load = Workload(arrivals, deeprecsys_sizes(600, rng), "rm2", 200.0, ("rm2",))

@@ -110,9 +110,10 @@ def test_with_five_percent_prediction_noise_kairos_still_beats_homogeneous():
     """Spec §7 item 22 on RM2, at a rate no budget-scaled homogeneous fleet can carry."""
     from shared.kairos.baselines import homogeneous_fleet
     from shared.profiles.kairos import load_kairos_profiles
+    from shared.settings import Settings
     from shared.sim import deeprecsys_sizes, poisson_arrivals
 
-    profiles = load_kairos_profiles()
+    profiles = load_kairos_profiles(Settings().kairos_data_dir)
     hom = homogeneous_fleet(0.526, 2.5)  # 4 g4dn, credited x1.19 for the unspent budget
     rate = 80.0  # homogeneous bound: 4 x Q_b (~15 qps) x 1.19 ~ 71.5 qps
     rng = np.random.default_rng(0)

@@ -5,6 +5,7 @@ from scipy.optimize import linear_sum_assignment
 
 from shared.kairos import heterogeneity_coefficients, kairos_cost_matrix
 from shared.profiles.kairos import load_kairos_profiles
+from shared.settings import Settings
 
 
 def test_paper_example_coefficients():
@@ -13,7 +14,7 @@ def test_paper_example_coefficients():
 
 
 def test_coefficients_on_real_data_match_the_artifact():
-    profiles = load_kairos_profiles()
+    profiles = load_kairos_profiles(Settings().kairos_data_dir)
     at_max = {d.name: profiles.latency_ms("rm2", d.name, 1000) for d in profiles.devices}
     c = heterogeneity_coefficients(at_max)
     assert c["g4dn.xlarge"] == 1.0

@@ -5,16 +5,17 @@ import pytest
 from shared.kairos import BatchSizeMonitor, KairosPlanner, LatencyTable, distribution_stats, ks_statistic
 from shared.policy.base import LoadSnapshot, PlanStatus
 from shared.profiles.kairos import load_kairos_pool, load_kairos_profiles
+from shared.settings import Settings
 from shared.sim import deeprecsys_sizes, truncated_gaussian_sizes
 
 
 @pytest.fixture(scope="module")
 def profiles():
-    return load_kairos_profiles()
+    return load_kairos_profiles(Settings().kairos_data_dir)
 
 
 def planner_for(profiles, model, budget=2.5):
-    pool = load_kairos_pool()
+    pool = load_kairos_pool(Settings().kairos_data_dir)
     return KairosPlanner(profiles, application=model, budget_per_hour=budget, devices=pool.devices)
 
 
@@ -56,7 +57,7 @@ def test_replans_without_evaluation_when_the_distribution_shifts(profiles):
 
 
 def test_monitor_window_stats_and_shift_detection(profiles):
-    table = LatencyTable.from_profiles(profiles, "wnd", load_kairos_pool().devices)
+    table = LatencyTable.from_profiles(profiles, "wnd", load_kairos_pool(Settings().kairos_data_dir).devices)
     monitor = BatchSizeMonitor(window=10_000, check_every=1_000)
     monitor.add_sizes(deeprecsys_sizes(12_000, np.random.default_rng(2)))
     window = monitor.window()
@@ -100,7 +101,7 @@ def test_registry_builds_the_kairos_planner_by_name(profiles):
 def test_auxiliary_qos_limits_follow_the_dispatchers_safeguard(profiles):
     """s is the first size past xi * T_qos: a tighter safeguard leaves fewer queries to the auxiliaries."""
     sizes = deeprecsys_sizes(10_000, np.random.default_rng(0))
-    pool = load_kairos_pool()
+    pool = load_kairos_pool(Settings().kairos_data_dir)
     artifact = KairosPlanner(profiles, application="dien", budget_per_hour=2.5, devices=pool.devices)
     tight = KairosPlanner(profiles, application="dien", budget_per_hour=2.5, devices=pool.devices, xi=0.88)
     assert artifact.qos_limits()["r5n.large"] == 430  # the artifact's vio_batch (spec A.1)

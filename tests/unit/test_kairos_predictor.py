@@ -4,6 +4,7 @@ import pytest
 
 from shared.kairos import LatencyPredictor
 from shared.profiles.kairos import load_kairos_profiles
+from shared.settings import Settings
 
 
 def test_linear_fit_before_warm_up_then_bucket_means():
@@ -28,7 +29,7 @@ def test_unknown_device_predicts_zero_and_single_point_is_flat():
 
 
 def test_seeded_from_profiles_equals_the_profiled_means():
-    profiles = load_kairos_profiles()
+    profiles = load_kairos_profiles(Settings().kairos_data_dir)
     p = LatencyPredictor.from_profiles(profiles, variants=["wnd"])
     table = profiles.get("wnd", "t3.xlarge").batch_latency_ms
     sizes = np.array([1, 10, 11, 555, 1000])
@@ -42,7 +43,7 @@ def test_seeded_from_profiles_equals_the_profiled_means():
 
 
 def test_noise_knob_is_five_percent_and_seeded():
-    profiles = load_kairos_profiles()
+    profiles = load_kairos_profiles(Settings().kairos_data_dir)
     clean = LatencyPredictor.from_profiles(profiles, variants=["rm2"])
     noisy = [LatencyPredictor.from_profiles(profiles, variants=["rm2"], noise_frac=0.05, seed=11) for _ in range(2)]
     sizes = np.full(20_000, 500)

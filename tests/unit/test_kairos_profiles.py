@@ -10,7 +10,7 @@ DEVICES = {"g4dn.xlarge", "c5n.2xlarge", "r5n.large", "t3.xlarge"}
 
 
 def test_profiles_cover_models_devices_grid_and_paper_values():
-    profiles = load_kairos_profiles()
+    profiles = load_kairos_profiles(Settings().kairos_data_dir)
     assert {p.variant for p in profiles.variants} == MODELS
     assert all(p.family == p.variant for p in profiles.variants)
     assert {d.name for d in profiles.devices} == DEVICES
@@ -26,7 +26,7 @@ def test_profiles_cover_models_devices_grid_and_paper_values():
 
 
 def test_samples_are_inference_plus_load_without_the_max():
-    profiles = load_kairos_profiles(samples=True)
+    profiles = load_kairos_profiles(Settings().kairos_data_dir, samples=True)
     p = profiles.get("dien", "t3.xlarge")
     assert len(p.latency_samples_ms[500]) == 99
     for batch in (10, 500, 1000):
@@ -34,13 +34,13 @@ def test_samples_are_inference_plus_load_without_the_max():
 
 
 def test_pool_and_data_dir_override(monkeypatch, tmp_path):
-    pool = load_kairos_pool()
+    pool = load_kairos_pool(Settings().kairos_data_dir)
     assert pool.base == "g4dn.xlarge" and pool.budget_per_hour == 2.5
     assert pool.max_counts == (5, 6, 17, 15)
     monkeypatch.setenv("MERIDIAN_MATERIALS_DIR", str(tmp_path))
     assert Settings().kairos_data_dir == tmp_path / "data" / "kairos"
     with pytest.raises(FileNotFoundError):
-        load_kairos_pool()
+        load_kairos_pool(Settings().kairos_data_dir)
 
 
 def test_a_copied_profile_set_does_not_reuse_the_originals_lookups() -> None:

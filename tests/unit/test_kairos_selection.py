@@ -83,10 +83,11 @@ def test_kairos_plus_never_visits_baseless_configurations_but_counts_them_in_the
     """Algorithm 1 searches every configuration within the budget; without a base instance the UB is 0."""
     from shared.kairos import LatencyTable, configuration_upper_bounds, distribution_stats
     from shared.profiles.kairos import load_kairos_pool, load_kairos_profiles
+    from shared.settings import Settings
     from shared.sim import deeprecsys_sizes
 
-    pool = load_kairos_pool()
-    table = LatencyTable.from_profiles(load_kairos_profiles(), "dien", pool.devices)
+    pool = load_kairos_pool(Settings().kairos_data_dir)
+    table = LatencyTable.from_profiles(load_kairos_profiles(Settings().kairos_data_dir), "dien", pool.devices)
     stats = distribution_stats(deeprecsys_sizes(5000, np.random.default_rng(0)), table, qos_ms=35.0,
                                base=pool.devices[0], auxiliaries=pool.devices[1:])
     space = enumerate_configs(pool.prices, 2.5, min_base=0)

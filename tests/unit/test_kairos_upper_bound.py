@@ -12,6 +12,7 @@ from shared.kairos import (
     upper_bound,
 )
 from shared.profiles.kairos import load_kairos_pool, load_kairos_profiles
+from shared.settings import Settings
 from shared.sim import deeprecsys_sizes
 
 PRICES = [0.526, 0.432, 0.149, 0.1664]
@@ -35,8 +36,8 @@ def test_degenerate_shares():
 
 @pytest.fixture(scope="module")
 def rm2_stats():
-    profiles = load_kairos_profiles()
-    table = LatencyTable.from_profiles(profiles, "rm2", load_kairos_pool().devices)
+    profiles = load_kairos_profiles(Settings().kairos_data_dir)
+    table = LatencyTable.from_profiles(profiles, "rm2", load_kairos_pool(Settings().kairos_data_dir).devices)
     sizes = deeprecsys_sizes(200_000, np.random.default_rng(42))
     return distribution_stats(
         sizes, table, qos_ms=350.0, base="g4dn.xlarge", auxiliaries=table.devices[1:]

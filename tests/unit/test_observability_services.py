@@ -14,10 +14,10 @@ from schemas import AllocationPlan, LoadStatistics, PlanPlacement
 from services.fleet.app import Fleet
 from services.observability import lag_exporter
 from services.observability.lag_exporter import LagGauges, LagSnapshot, collect
-from services.planner.app import PlannerContext, handle_load_statistics, make_application_planning
+from services.planner.app import PlannerContext, handle_load_statistics
 from services.registry.app import export_catalogue
 from shared.catalogue import Catalogue
-from shared.kairos.control import KairosPlanningLoop
+from shared.kairos.control import KairosPlanningLoop, application_planning
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.kairos.planner import KairosPlanner
 from shared.profiles.kairos import load_kairos_profiles
@@ -86,7 +86,7 @@ def test_a_plan_exports_its_status_cost_and_workers_per_device() -> None:
     settings = Settings(planner_min_queries=500, planner_budget_per_hour=2.5)
     ctx = PlannerContext(settings=settings, producer=RecordingProducer())
     ctx.applications["ut-rm2"] = KairosPlanningLoop(
-        KairosPlanner(load_kairos_profiles(), application="ut-rm2", variant="rm2", budget_per_hour=2.5),
+        KairosPlanner(load_kairos_profiles(Settings().kairos_data_dir), application="ut-rm2", variant="rm2", budget_per_hour=2.5),
         min_queries=500, monitor=BatchSizeMonitor(window=4000, check_every=1000))
     before = value("meridian_plans_total", service="planner", status="feasible") or 0.0
     sizes = deeprecsys_sizes(1000, np.random.default_rng(0))
@@ -105,7 +105,7 @@ def test_a_plan_exports_its_status_cost_and_workers_per_device() -> None:
 
 def test_the_planner_skips_applications_its_planner_cannot_place() -> None:
     settings = Settings(applications={"digits": ["digits"], "rm2": ["rm2"]}, profile_sources=["dir", "kairos"])
-    assert set(make_application_planning(settings, Catalogue.from_settings(settings))) == {"rm2"}
+    assert set(application_planning(settings, Catalogue.from_settings(settings))) == {"rm2"}
 
 
 class FakeLauncher:

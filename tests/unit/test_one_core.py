@@ -49,7 +49,7 @@ def decisions(step) -> tuple:
 
 @pytest.fixture(scope="module")
 def profiles():
-    return load_kairos_profiles()
+    return load_kairos_profiles(Settings().kairos_data_dir)
 
 
 def short_workload(profiles, n: int = 300) -> Workload:

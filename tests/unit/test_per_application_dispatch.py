@@ -230,9 +230,10 @@ def test_a_lost_worker_s_queries_come_back_first_in_their_application_s_queue() 
 @pytest.mark.parametrize("name", ["fcfs", "kairos"])
 def test_one_policy_for_all_decides_as_that_policy_alone(name: str) -> None:
     from shared.profiles.kairos import load_kairos_profiles
+    from shared.settings import Settings
     from shared.sim import Workload, deeprecsys_sizes, make_fleet, poisson_arrivals, simulate
 
-    profiles = load_kairos_profiles()
+    profiles = load_kairos_profiles(Settings().kairos_data_dir)
     rng = np.random.default_rng(3)
     work = Workload(poisson_arrivals(40.0, 300, rng), deeprecsys_sizes(300, rng), "rm2", profiles.slo_ms["rm2"],
                     ("rm2",))

@@ -23,7 +23,7 @@ class RecordingProducer:
 
 def context() -> PlannerContext:
     settings = Settings(planner_min_queries=2000, planner_budget_per_hour=2.5)
-    planner = KairosPlanner(load_kairos_profiles(), application="rm2", budget_per_hour=2.5)
+    planner = KairosPlanner(load_kairos_profiles(Settings().kairos_data_dir), application="rm2", budget_per_hour=2.5)
     ctx = PlannerContext(settings=settings, producer=RecordingProducer())
     ctx.applications["rm2"] = KairosPlanningLoop(planner, min_queries=2000,
                                                  monitor=BatchSizeMonitor(window=4000, check_every=1000))
@@ -57,12 +57,12 @@ def test_unknown_applications_are_ignored() -> None:
 
 def test_the_fleet_planner_records_one_sample_per_statistics_window() -> None:
     """Statistics of one scheduler tick form one window; the next tick's first message closes it."""
-    from services.planner.app import make_fleet_planning
     from shared.catalogue import Catalogue
+    from shared.proteus.control import fleet_planning
 
     settings = Settings(planner="proteus", applications={"vision": ["efficientnet-lite"]}, load_stats_interval_s=1.0)
     ctx = PlannerContext(settings=settings, producer=RecordingProducer())
-    ctx.fleet = make_fleet_planning(settings, Catalogue.from_settings(settings))
+    ctx.fleet = fleet_planning(settings, Catalogue.from_settings(settings))
     for tick in range(3):
         handle_load_statistics(ctx, LoadStatistics(application="vision", window_s=1.0, arrival_rate_qps=40.0,
                                                    queue_depth=0, at=100.0 + tick), 100.0 + tick)
@@ -72,7 +72,7 @@ def test_the_fleet_planner_records_one_sample_per_statistics_window() -> None:
 
 
 def test_the_fleet_planner_plans_the_applications_its_policy_serves() -> None:
-    from services.planner.app import planned_applications
+    from shared.proteus.control import planned_applications
 
     apps = {"vision": ["efficientnet-lite"], "digits": ["digits"]}
     both = Settings(planner="proteus", scheduler_policy="proteus", applications=apps)
@@ -84,13 +84,13 @@ def test_the_fleet_planner_plans_the_applications_its_policy_serves() -> None:
 
 
 def test_arrivals_of_an_application_the_fleet_planner_does_not_plan_never_trigger_a_plan() -> None:
-    from services.planner.app import make_fleet_planning
     from shared.catalogue import Catalogue
+    from shared.proteus.control import fleet_planning
 
     settings = Settings(planner="proteus", scheduler_policy="proteus", application_policies={"digits": "fcfs"},
                         applications={"vision": ["efficientnet-lite"], "digits": ["digits"]},
                         application_slo_ms={"vision": 300.0}, load_stats_interval_s=1.0)
-    controller = make_fleet_planning(settings, Catalogue.from_settings(settings))
+    controller = fleet_planning(settings, Catalogue.from_settings(settings))
     for tick in range(5):
         controller.control(100.0 + tick, {"vision": 40, "digits": 30 if tick % 2 else 0})
     assert [reason for _, reason, _ in controller.log] == ["initial"], "digits' bursts are not vision's demand"

@@ -7,14 +7,14 @@ import time
 
 import pytest
 from prometheus_client import REGISTRY
-from pydantic import ValidationError
 
 from schemas import SwitchPolicy
-from services.scheduler import switch as switch_cli
-from services.scheduler.app import make_core
+from services.cli import switch as switch_cli
+from services.scheduler.app import build_context, make_core
 from services.scheduler.switching import PolicySwitcher
 from shared.catalogue import Catalogue
 from shared.policy.per_application import PerApplicationDispatch
+from shared.policy.registry import Feed
 from shared.profiles import DeviceType, ProfileSet, VariantProfile
 from shared.settings import Settings
 
@@ -32,23 +32,19 @@ def gauge(application: str, policy: str) -> float | None:
 def switcher(**settings: object) -> tuple[PolicySwitcher, PerApplicationDispatch]:
     config = Settings(**settings)
     core = make_core(config, CATALOGUE)
-    return PolicySwitcher(config, core, core.policy, fed={"infaas"}, step_interval_s=0.05), core.policy
+    return PolicySwitcher(core, core.policy, feeds={Feed.METADATA}, context=build_context(config)), core.policy
 
 
 def switch(application: str, policy: str) -> SwitchPolicy:
     return SwitchPolicy(application=application, policy=policy, requested_by="test", at=time.time())
 
 
-def test_settings_name_only_registered_policies() -> None:
-    with pytest.raises(ValidationError, match=r"unknown dispatch policies \{'alpha': 'fifo'\}; valid: fcfs, "):
-        Settings(application_policies={"alpha": "fifo"})
-
-
 def test_the_core_serves_each_configured_application_with_its_own_policy() -> None:
     core = make_core(Settings(scheduler_policy="fcfs", application_policies={"beta": "proteus"}), CATALOGUE)
     assert (core.policy.policy_of("alpha"), core.policy.policy_of("beta")) == ("fcfs", "proteus")
-    with pytest.raises(SystemExit, match="scheduler: unknown dispatch policy 'fifo'"):
-        make_core(Settings(scheduler_policy="fifo"), CATALOGUE)
+    for unknown in ({"scheduler_policy": "fifo"}, {"application_policies": {"alpha": "fifo"}}):
+        with pytest.raises(SystemExit, match="scheduler: unknown dispatch policy 'fifo'; valid: fcfs, infaas, "):
+            make_core(Settings(**unknown), CATALOGUE)
 
 
 def test_a_switch_changes_one_application_and_the_gauge_says_so() -> None:
@@ -78,7 +74,7 @@ def test_a_switch_the_scheduler_cannot_make_is_refused_with_the_reason(applicati
 def test_a_policy_that_cannot_be_built_now_is_refused() -> None:
     config = Settings(redis_url="redis://127.0.0.1:1/0")
     core = make_core(config, CATALOGUE)
-    applier = PolicySwitcher(config, core, core.policy, fed={"ramsis"}, step_interval_s=0.05)
+    applier = PolicySwitcher(core, core.policy, feeds={Feed.POLICY_SETS}, context=build_context(config))
     reason = asyncio.run(applier.apply(switch("alpha", "ramsis")))
     assert reason.startswith("cannot start dispatch policy 'ramsis' for application 'alpha': ")
     assert core.policy.policy_of("alpha") == "fcfs"

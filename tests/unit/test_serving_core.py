@@ -65,7 +65,7 @@ class Harness:
         return self.at(now).core.step()
 
     def batches(self, now: float):
-        return [(dispatch_batch(d, self.core.note_of), [i.ack_token for i in d.items])
+        return [(dispatch_batch(d), [i.ack_token for i in d.items])
                 for d in self.step(now).dispatches]
 
 

@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 
 from shared.kairos import KairosDispatch
-from shared.fleet import FleetCommands
 from shared.policy.base import (
     Assignment,
     DispatchDecision,
     DispatchPolicy,
+    FleetCommands,
     FleetController,
     FleetPlan,
     Placement,
@@ -17,6 +17,7 @@ from shared.policy.fcfs import FcfsDispatch
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.profiles.kairos import load_kairos_profiles
 from shared.serving import ProfileServiceTime
+from shared.settings import Settings
 from shared.sim import (
     SimStatus,
     StopRule,
@@ -137,7 +138,7 @@ def test_stop_rules_end_hopeless_runs_early():
 
 
 def test_same_seed_same_run_different_seed_different_run():
-    profiles = load_kairos_profiles(samples=True)
+    profiles = load_kairos_profiles(Settings().kairos_data_dir, samples=True)
     service = ProfileServiceTime(profiles, sampled=True)
     fleet = make_fleet({"g4dn.xlarge": 1, "r5n.large": 4}, ["rm2"], max_batch=1000)
     rng = np.random.default_rng(0)

@@ -30,16 +30,15 @@ import numpy as np
 
 from schemas import LoadStatistics, WorkerHeartbeat, WorkerStopped
 from shared.autoscale.autoscaler import BaseAutoscaler
-from shared.autoscale.catalogue import Catalogue
+from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.cost import CostReport, WorkerInterval, period_cost
 from shared.autoscale.loop import AutoscaleLoop
 from shared.autoscale.state import ScaleActions, StartWorker
-from shared.fleet import FleetCommands
 from shared.infaas.daemon import InstanceMonitor
 from shared.infaas.dispatch import InfaasDispatch
 from shared.infaas.metadata import InMemoryMetadataStore
 from shared.infaas.monitor import MonitorConfig
-from shared.policy.base import FleetController, Placement
+from shared.policy.base import FleetCommands, FleetController, Placement
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.serving.core import CoreConfig
 from shared.sim.arrivals import Workload
@@ -130,7 +129,7 @@ class AutoscaleSimResult:
         return float(np.quantile(latency, q, method="higher")) if len(latency) else 0.0
 
 
-def serving_profiles(catalogue: Catalogue, latency_budget: float) -> ProfileSet:
+def serving_profiles(catalogue: MachineCatalogue, latency_budget: float) -> ProfileSet:
     """The options some application may use, as the profiles the core, the dispatch and the workers read.
 
     Worker types become device types (price, start-up); each family's SLO is its strictest application's.

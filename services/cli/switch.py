@@ -2,7 +2,7 @@
 
 Run::
 
-    python -m services.scheduler.switch --application vision --policy proteus [--requested-by NAME]
+    meridian switch --application vision --policy proteus [--requested-by NAME]
 
 Publishes a `SwitchPolicy` on ``meridian.control`` (created if missing) and returns once the broker has
 it: exit 0. Every scheduler applies it at its next step, and again after a restart (it reads the topic
@@ -28,7 +28,7 @@ from shared.adapters.kafka_io import ensure_topics_exist, make_producer
 from shared.policy.registry import dispatch_names
 from shared.settings import Settings
 
-PROG = "python -m services.scheduler.switch"
+PROG = "meridian switch"
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,220 @@
+"""What the scheduler does with each message, timer tick and rebalance: one object holding the core and
+the publisher, whose methods `services.scheduler.app` wires to faust's agent, tasks, timers and signals.
+
+Every decision is the core's; these handlers move messages. A query's message is acknowledged (its
+offset committed) only once its batch is durably dispatched or its final result is sent, so a restarted
+scheduler re-reads what it had not acknowledged, and skips those it finds it had handed on (`take_over`).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import cast
+
+import faust
+from faust.types import TP
+from pydantic import BaseModel, ValidationError
+
+from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, SwitchPolicy, position
+from services.scheduler import messages
+from services.scheduler.handed_on import handed_on_query_ids
+from services.scheduler.load_window import LoadWindow
+from services.scheduler.metadata_feed import MetadataFeed
+from services.scheduler.publisher import Publisher
+from services.scheduler.setup import SERVICE
+from services.scheduler.switching import PolicySwitcher
+from shared import metrics
+from shared.adapters import topics
+from shared.adapters.dead_letter import best_effort_id, dead_letter, describe_validation_error
+from shared.plans import from_message
+from shared.policy.per_application import PerApplicationDispatch
+from shared.serving import SchedulerCore, Step
+from shared.settings import Settings
+
+#: Kafka's timestamp type of a record stamped by its producer (the other is the broker's append time)
+CREATE_TIME = 0
+
+logger = logging.getLogger(__name__)
+
+
+class SchedulerHandlers:
+    """``rebalancing`` says whether the consumer group is moving partitions right now (faust's flag)."""
+
+    def __init__(self, settings: Settings, core: SchedulerCore, publisher: Publisher, *,
+                 switcher: PolicySwitcher, metadata: MetadataFeed | None,
+                 rebalancing: Callable[[], bool] = lambda: False) -> None:
+        self.settings, self.core, self.publisher = settings, core, publisher
+        self.policies = cast(PerApplicationDispatch, core.policy)
+        self.switcher, self.metadata = switcher, metadata
+        self.rebalancing = rebalancing
+        self.load = LoadWindow(settings.load_stats_interval_s)
+        #: re-read query ids found handed on already, and the queries topic's partitions this process owns
+        self.handed_on: set[str] = set()
+        self.owned: set[int] = set()
+        #: set once this process knows what it owns; clear while a rebalance moves partitions
+        self.settled = asyncio.Event()
+        self.started = time.monotonic()
+
+    # -- queries ----------------------------------------------------------------------------------
+    async def admit(self, event: faust.EventT) -> None:
+        """One message of ``meridian.queries``: refused, skipped as handed on, or queued and served."""
+        await self.settled.wait()  # faust may resume fetching before the take-over has read what was handed on
+        core, message = self.core, event.message
+        try:
+            query = Query.model_validate_json(event.value)
+        except ValidationError as exc:
+            await self.refuse(event, describe_validation_error(exc), None, trusted_id=False)
+            return
+        if query.query_id in self.handed_on:  # re-read after a restart: dispatched or answered before it
+            self.handed_on.discard(query.query_id)
+            event.ack()
+            return
+        self.load.record(query.application, query.batch_size)
+        if self.metadata is not None and query.application not in core.catalogue.applications:
+            await self.metadata.learn(query.application)
+        created_s = message.timestamp if message.timestamp_type == CREATE_TIME else None
+        received = messages.Received(query, position(message.topic, message.partition, message.offset))
+        rejection = core.admit(query, payload=received, ack_token=event, delivery=(message.partition, message.offset),
+                               transport_s=created_s)
+        if rejection is not None:
+            await self.refuse(event, rejection.reason, query, trusted_id=not rejection.foreign_id)
+            return
+        await self.serve()
+
+    async def serve(self) -> None:
+        """Let the core decide, unless a rebalance may be moving applications between schedulers (from the
+        moment this process hears of it until it has taken over its share): a query is handed on by one
+        owner only."""
+        if self.settled.is_set() and not self.rebalancing():
+            await self.act(self.core.step())
+
+    async def act(self, step: Step) -> None:
+        publisher, now = self.publisher, time.time()
+        for item, reason in step.dropped:
+            await self.send_final(messages.dropped(item, reason, now), item.ack_token)
+        for worker_id, variant in step.loads:
+            load = LoadVariant(worker_id=worker_id, variant=variant)
+            publisher.send(topics.dispatch_topic(worker_id), key=variant.encode(), value=load.model_dump_json().encode())
+        for dispatch in step.dispatches:
+            batch = messages.dispatch_batch(dispatch)
+            written = publisher.send(topics.dispatch_topic(batch.worker_id), key=batch.batch_id.encode(),
+                                     value=batch.model_dump_json().encode())
+            asyncio.ensure_future(ack_when_written(written, [i.ack_token for i in dispatch.items
+                                                             if i.ack_token is not None]))
+            metrics.DISPATCHED_BATCH_ROWS.labels(batch.variant).observe(sum(q.batch_size for q in batch.queries))
+            for item in dispatch.items:
+                application = item.pending.application
+                metrics.HOP_LATENCY.labels(application, "queue_wait").observe(dispatch.at_s - item.admitted_s)
+                metrics.DISPATCHED_QUERIES.labels(application, self.policies.policy_of(application)).inc()
+
+    async def refuse(self, event: faust.EventT, reason: str, query: Query | None, *, trusted_id: bool) -> None:
+        """Answer ``rejected`` (under the query id only if it is the query's own) and keep a dead letter."""
+        raw, message = event.value, event.message
+        at = position(message.topic, message.partition, message.offset)
+        if query is not None and trusted_id:
+            result = messages.rejected(query.query_id, reason, position=at, application=query.application,
+                                       timestamps=HopTimestamps(client_sent=query.sent_at))
+        else:
+            claimed = query.query_id if query is not None else best_effort_id(raw)
+            result = messages.rejected_at(at, reason, claimed_query_id=claimed,
+                                          application=query and query.application)
+        await self.send_final(result, event)
+        await self.copy_to_dead_letters(raw, reason, topics.QUERIES, message.partition, message.offset)
+
+    async def send_final(self, result: Result, event: faust.EventT | None) -> None:
+        written = self.publisher.send(self.results_topic(result.application), key=result.query_id.encode(),
+                                      value=result.model_dump_json().encode())
+        metrics.RESULTS.labels(result.application or "unknown", result.status.value, messages.reason_class(result)).inc()
+        if event is not None:
+            asyncio.ensure_future(ack_when_written(written, [event]))
+
+    def results_topic(self, application: str | None) -> str:
+        """The application's results topic once the catalogue knows it (a registration made the topic)."""
+        return topics.results_topic(application if application in self.core.catalogue.applications else None)
+
+    async def copy_to_dead_letters(self, raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
+        letter = dead_letter(raw, reason, service=SERVICE, source_topic=source, partition=partition, offset=offset)
+        self.publisher.send(topics.DEAD_LETTER, value=letter.model_dump_json().encode())
+        metrics.DEAD_LETTERS.labels(SERVICE).inc()
+
+    # -- rebalances -------------------------------------------------------------------------------
+    async def hold(self, revoked: set[TP]) -> None:
+        self.settled.clear()
+
+    async def take_over(self, assigned: set[TP]) -> None:
+        """Queries of partitions gone to another scheduler are let go unanswered (their messages were not
+        acknowledged, so the new owner reads them again). For partitions new to this process (at start, or
+        from a scheduler that left or died), what was handed on before is read back while they are
+        paused, so that no re-read query is served twice."""
+        now_owned = {tp.partition for tp in assigned if tp.topic == topics.QUERIES}
+        if gone := self.owned - now_owned:
+            released = self.core.release(lambda delivery: cast(tuple[int, int], delivery)[0] in gone)
+            logger.info("partitions %s moved to another scheduler: %d waiting queries let go", sorted(gone), released)
+        if taken := now_owned - self.owned:
+            lookback_s = self.settings.restart_lookback_s
+            logger.info("partitions %s of %s are this scheduler's: reading back dispatch and results since their "
+                        "oldest unacknowledged query (at most %g s) first, to skip what was handed on already",
+                        sorted(taken), topics.QUERIES, lookback_s)
+            reading = time.monotonic()
+            self.handed_on = await asyncio.to_thread(handed_on_query_ids, self.settings, taken, lookback_s=lookback_s)
+            logger.info("read back in %.1f s: %d queries were handed on already", time.monotonic() - reading,
+                        len(self.handed_on))
+        self.owned = now_owned
+        metrics.OWNED_PARTITIONS.set(len(self.owned))
+        self.settled.set()
+
+    async def say_what_it_waits_for(self) -> None:
+        """A starting scheduler says what it waits for while it waits: a silent start looks like a hang."""
+        started = self.started
+        await self.settled.wait()
+        logger.info("serving partitions %s of %s, %.1f s after start", sorted(self.owned), topics.QUERIES,
+                    time.monotonic() - started)
+        if not self.core.workers:
+            logger.info("no worker heard yet: queries wait for a worker's heartbeat on %s", topics.WORKER_EVENTS)
+            while not self.core.workers:
+                await asyncio.sleep(0.1)
+            logger.info("heard worker %s, %.1f s after start", next(iter(self.core.workers)), time.monotonic() - started)
+
+    # -- the fleet and the operator ---------------------------------------------------------------
+    async def on_worker_event(self, event: BaseModel) -> None:
+        self.core.on_worker_event(event)
+        await self.serve()
+
+    async def on_plan(self, plan: AllocationPlan) -> None:
+        # only the configured planner's plans: the autoscaler's and others' split load their own way
+        if plan.status != "infeasible" and plan.planner == self.settings.planner:
+            self.core.apply_plan(from_message(plan))
+
+    async def on_switch(self, switch: SwitchPolicy) -> str | None:
+        refusal = await self.switcher.apply(switch)
+        if refusal is None:
+            await self.serve()
+        return refusal
+
+    async def refuse_control(self, raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
+        logger.warning("refused the control message at %s/%d@%d: %s", source, partition, offset, reason)
+        await self.copy_to_dead_letters(raw, reason, source, partition, offset)
+
+    # -- timers -----------------------------------------------------------------------------------
+    async def housekeeping(self) -> None:
+        """Drops queries past hope, notices silent workers and wakes waiting batches with no message."""
+        await self.serve()
+        core = self.core
+        for application, depth in core.depth_by_application().items():
+            metrics.QUEUE_DEPTH.labels(application).set(depth)
+        metrics.WORKERS_KNOWN.set(len(core.workers))
+        for hop, reserve_ms in core.transport.quantiles_ms().items():
+            metrics.TRANSPORT_RESERVE.labels(hop).set(reserve_ms)
+
+    async def publish_load_statistics(self) -> None:
+        for stats in self.load.close(self.core.depth_by_application(), time.time()):
+            self.publisher.send(topics.LOAD_STATS, key=stats.application.encode(),
+                                value=stats.model_dump_json().encode())
+
+
+async def ack_when_written(written: asyncio.Future[None], events: list[faust.EventT]) -> None:
+    await written
+    for event in events:
+        event.ack()
