@@ -28,8 +28,8 @@ RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("encode", lambda frame: frame.startswith(("model_dump_json ", "dispatch_batch (", "dropped ("))),
     ("commit", lambda frame: frame.startswith(("commit", "_commit", "ack_when_written ", "on_message_acked"))),
     ("produce", lambda frame: "aiokafka/producer" in frame or "faust/transport/producer" in frame
-     or "faust/topics.py" in frame),
-    ("admission", lambda frame: frame.startswith("admit (")),
+     or "faust/topics.py" in frame or "services/scheduler/publisher.py" in frame),
+    ("admission", lambda frame: frame.startswith("admit (") and "shared/serving/" in frame),
     ("core step", lambda frame: "shared/" in frame),
     # faust's consumer runs in a thread of its own and hands each fetch over to the event loop
     ("consumer thread hand-off", lambda frame: frame.startswith("call_soon_threadsafe ")),

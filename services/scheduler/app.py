@@ -58,7 +58,7 @@ def make_core(settings: Settings, catalogue: Catalogue) -> SchedulerCore:
 def build_app(settings: Settings) -> faust.App:
     app = faust.App(topics.SCHEDULER_GROUP, **app_options(settings))
     core = make_core(settings, Catalogue.from_settings(settings))
-    feeds = set(feeds_of(configured_policies(settings)))
+    feeds = feeds_of(configured_policies(settings))
     switcher = PolicySwitcher(core, cast(PerApplicationDispatch, core.policy), feeds=feeds,
                               context=build_context(settings))
     handlers = SchedulerHandlers(settings, core, Publisher(settings), switcher=switcher,
@@ -67,7 +67,7 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(app.topic(topics.QUERIES, partitions=settings.query_partitions))
     async def admit_queries(stream: faust.StreamT) -> None:
         async for event in stream.noack().events():
-            await handlers.admit(event)
+            await handlers.on_query(event)
 
     @app.on_partitions_revoked.connect
     async def hold(app: faust.App, revoked: set[TP], **_: object) -> None:

@@ -58,7 +58,7 @@ class SchedulerHandlers:
         self.started = time.monotonic()
 
     # -- queries ----------------------------------------------------------------------------------
-    async def admit(self, event: faust.EventT) -> None:
+    async def on_query(self, event: faust.EventT) -> None:
         """One message of ``meridian.queries``: refused, skipped as handed on, or queued and served."""
         await self.settled.wait()  # faust may resume fetching before the take-over has read what was handed on
         core, message = self.core, event.message

@@ -2,10 +2,11 @@
 simulator and the CLI build a policy one way and say the same thing.
 
 An entry declares a policy: its dispatch class, the options it takes from the settings, the feeds that
-must run beside the scheduler for it, its planner with the loop that drives it, and its autoscaler. Adding a policy is
-its own module plus one `register` call here; nothing in ``services/`` changes. Modules are imported only
-when a policy is built (keeps scipy & co. out of processes that do not serve it). Pure: a policy that
-reads a store is handed the reader (`BuildContext.policy_sets`), the caller's adapter.
+must run beside the scheduler for it, its planner with the loop that drives it, and its autoscaler.
+Adding a policy is its own module plus one `register` call here; nothing in ``services/`` changes.
+Modules are imported only when a policy is built (keeps scipy & co. out of processes that do not serve
+it). Pure: a policy that reads a store is handed the reader (`BuildContext.policy_sets`), the caller's
+adapter.
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def _no_options(context: BuildContext) -> dict[str, Any]:
 @dataclass(frozen=True)
 class PolicyEntry:
     name: str
-    #: ``factory(profiles, **options)``; None for a name that only plans
+    #: ``factory(profiles, **options)``; None for a name that only plans or scales
     dispatch: Callable[..., DispatchPolicy] | None = None
     options: Callable[[BuildContext], dict[str, Any]] = _no_options
     feeds: tuple[Feed, ...] = ()
@@ -177,13 +178,9 @@ def planning_controller(settings: Settings, catalogue: Catalogue) -> FleetContro
     return loops["fleet"] if entry.planning.fleet_wide else PerApplicationPlanning(loops)
 
 
-def feeds_of(names: set[str]) -> dict[Feed, set[str]]:
-    """The feeds the dispatch policies ``names`` need, each with the policies that need it."""
-    needed: dict[Feed, set[str]] = {}
-    for name in names:
-        for feed in dispatch_entry(name).feeds:
-            needed.setdefault(feed, set()).add(name)
-    return needed
+def feeds_of(names: set[str]) -> set[Feed]:
+    """The feeds the dispatch policies ``names`` need."""
+    return {feed for name in names for feed in dispatch_entry(name).feeds}
 
 
 def configured_policies(settings: Settings) -> set[str]:

@@ -3,21 +3,23 @@ from bench.stage_profile import OTHER, stage_of, stage_samples
 
 
 def test_a_metric_inside_the_core_step_is_metrics_and_the_step_itself_is_the_core() -> None:
-    agent = ["_execute_actor (faust/agents/agent.py:674)", "admit_queries (services/scheduler/app.py:210)",
-             "serve (services/scheduler/app.py:140)"]
+    agent = ["_execute_actor (faust/agents/agent.py:674)", "admit_queries (services/scheduler/app.py:70)",
+             "on_query (services/scheduler/handlers.py:60)", "serve (services/scheduler/handlers.py:85)"]
     step = [*agent, "step (shared/serving/core.py:300)", "assign (shared/policy/fcfs.py:40)"]
     assert stage_of(step) == "core step"
     assert stage_of([*step, "inc (prometheus_client/metrics.py:330)"]) == "metrics"
 
 
 def test_decoding_admission_encoding_and_sending_are_told_apart() -> None:
-    agent = ["_execute_actor (faust/agents/agent.py:674)", "admit_queries (services/scheduler/app.py:210)"]
+    agent = ["_execute_actor (faust/agents/agent.py:674)", "admit_queries (services/scheduler/app.py:70)",
+             "on_query (services/scheduler/handlers.py:60)"]
     assert stage_of([*agent, "model_validate_json (pydantic/main.py:746)"]) == "decode and validate"
     assert stage_of([*agent, "admit (shared/serving/core.py:200)", "_fits (shared/serving/core.py:250)"]) == "admission"
-    act = [*agent, "act (services/scheduler/app.py:105)"]
+    act = [*agent, "act (services/scheduler/handlers.py:92)"]
     assert stage_of([*act, "dispatch_batch (services/scheduler/messages.py:30)",
                      "model_dump_json (pydantic/main.py:500)"]) == "encode"
     assert stage_of([*act, "send (faust/topics.py:200)", "send (aiokafka/producer/producer.py:400)"]) == "produce"
+    assert stage_of([*act, "send (services/scheduler/publisher.py:28)"]) == "produce"
     assert stage_of(agent) == "scheduler's handlers"
     assert stage_of(["run_forever (asyncio/base_events.py:608)", "_run_once (asyncio/base_events.py:1900)"]) == OTHER
 
