@@ -8,13 +8,16 @@ scheduler re-reads what it had not acknowledged, and skips those it finds it had
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import cast
 
 import faust
 from faust.types import TP
+from prometheus_client import Histogram
 from pydantic import BaseModel, ValidationError
 
 from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, SwitchPolicy, position
@@ -30,7 +33,7 @@ from shared.adapters import topics
 from shared.adapters.dead_letter import best_effort_id, dead_letter, describe_validation_error
 from shared.plans import from_message
 from shared.policy.per_application import PerApplicationDispatch
-from shared.serving import SchedulerCore, Step
+from shared.serving import Dispatch, SchedulerCore, Step
 from shared.settings import Settings
 
 #: Kafka's timestamp type of a record stamped by its producer (the other is the broker's append time)
@@ -56,6 +59,9 @@ class SchedulerHandlers:
         #: set once this process knows what it owns; clear while a rebalance moves partitions
         self.settled = asyncio.Event()
         self.started = time.monotonic()
+        self._step_due = False
+        #: application -> its queue-wait histogram (a labelled metric looked up once, not per query)
+        self._queue_wait: dict[str, Histogram] = {}
 
     # -- queries ----------------------------------------------------------------------------------
     async def on_query(self, event: faust.EventT) -> None:
@@ -65,7 +71,7 @@ class SchedulerHandlers:
         try:
             query = Query.model_validate_json(event.value)
         except ValidationError as exc:
-            await self.refuse(event, describe_validation_error(exc), None, trusted_id=False)
+            self.refuse(event, describe_validation_error(exc), None, trusted_id=False)
             return
         if query.query_id in self.handed_on:  # re-read after a restart: dispatched or answered before it
             self.handed_on.discard(query.query_id)
@@ -79,21 +85,33 @@ class SchedulerHandlers:
         rejection = core.admit(query, payload=received, ack_token=event, delivery=(message.partition, message.offset),
                                transport_s=created_s)
         if rejection is not None:
-            await self.refuse(event, rejection.reason, query, trusted_id=not rejection.foreign_id)
+            self.refuse(event, rejection.reason, query, trusted_id=not rejection.foreign_id)
             return
-        await self.serve()
+        self.step_soon()
 
-    async def serve(self) -> None:
+    def step_soon(self) -> None:
+        """Step the core once the event loop has run what is ready. faust hands the agent a fetch's queries
+        one after another without the loop running anything in between, so they are decided in one step
+        instead of one step each, and the first waits only for the others' admission."""
+        if not self._step_due:
+            self._step_due = True
+            asyncio.get_running_loop().call_soon(self._step_now)
+
+    def _step_now(self) -> None:
+        self._step_due = False
+        self.serve()
+
+    def serve(self) -> None:
         """Let the core decide, unless a rebalance may be moving applications between schedulers (from the
         moment this process hears of it until it has taken over its share): a query is handed on by one
         owner only."""
         if self.settled.is_set() and not self.rebalancing():
-            await self.act(self.core.step())
+            self.act(self.core.step())
 
-    async def act(self, step: Step) -> None:
+    def act(self, step: Step) -> None:
         publisher, now = self.publisher, time.time()
         for item, reason in step.dropped:
-            await self.send_final(messages.dropped(item, reason, now), item.ack_token)
+            self.send_final(messages.dropped(item, reason, now), item.ack_token)
         for worker_id, variant in step.loads:
             load = LoadVariant(worker_id=worker_id, variant=variant)
             publisher.send(topics.dispatch_topic(worker_id), key=variant.encode(), value=load.model_dump_json().encode())
@@ -101,15 +119,22 @@ class SchedulerHandlers:
             batch = messages.dispatch_batch(dispatch)
             written = publisher.send(topics.dispatch_topic(batch.worker_id), key=batch.batch_id.encode(),
                                      value=batch.model_dump_json().encode())
-            asyncio.ensure_future(ack_when_written(written, [i.ack_token for i in dispatch.items
-                                                             if i.ack_token is not None]))
-            metrics.DISPATCHED_BATCH_ROWS.labels(batch.variant).observe(sum(q.batch_size for q in batch.queries))
-            for item in dispatch.items:
-                application = item.pending.application
-                metrics.HOP_LATENCY.labels(application, "queue_wait").observe(dispatch.at_s - item.admitted_s)
-                metrics.DISPATCHED_QUERIES.labels(application, self.policies.policy_of(application)).inc()
+            ack_when_written(written, [i.ack_token for i in dispatch.items if i.ack_token is not None])
+            self.observe_dispatch(dispatch, sum(q.batch_size for q in batch.queries))
 
-    async def refuse(self, event: faust.EventT, reason: str, query: Query | None, *, trusted_id: bool) -> None:
+    def observe_dispatch(self, dispatch: Dispatch, rows: int) -> None:
+        """A batch's metrics: its rows, and per query its wait in the queue; counted per application."""
+        metrics.DISPATCHED_BATCH_ROWS.labels(dispatch.variant).observe(rows)
+        for item in dispatch.items:
+            application = item.pending.application
+            waited = self._queue_wait.get(application)
+            if waited is None:
+                waited = self._queue_wait[application] = metrics.HOP_LATENCY.labels(application, "queue_wait")
+            waited.observe(dispatch.at_s - item.admitted_s)
+        for application, count in Counter(item.pending.application for item in dispatch.items).items():
+            metrics.DISPATCHED_QUERIES.labels(application, self.policies.policy_of(application)).inc(count)
+
+    def refuse(self, event: faust.EventT, reason: str, query: Query | None, *, trusted_id: bool) -> None:
         """Answer ``rejected`` (under the query id only if it is the query's own) and keep a dead letter."""
         raw, message = event.value, event.message
         at = position(message.topic, message.partition, message.offset)
@@ -120,21 +145,21 @@ class SchedulerHandlers:
             claimed = query.query_id if query is not None else best_effort_id(raw)
             result = messages.rejected_at(at, reason, claimed_query_id=claimed,
                                           application=query and query.application)
-        await self.send_final(result, event)
-        await self.copy_to_dead_letters(raw, reason, topics.QUERIES, message.partition, message.offset)
+        self.send_final(result, event)
+        self.copy_to_dead_letters(raw, reason, topics.QUERIES, message.partition, message.offset)
 
-    async def send_final(self, result: Result, event: faust.EventT | None) -> None:
+    def send_final(self, result: Result, event: faust.EventT | None) -> None:
         written = self.publisher.send(self.results_topic(result.application), key=result.query_id.encode(),
                                       value=result.model_dump_json().encode())
         metrics.RESULTS.labels(result.application or "unknown", result.status.value, messages.reason_class(result)).inc()
         if event is not None:
-            asyncio.ensure_future(ack_when_written(written, [event]))
+            ack_when_written(written, [event])
 
     def results_topic(self, application: str | None) -> str:
         """The application's results topic once the catalogue knows it (a registration made the topic)."""
         return topics.results_topic(application if application in self.core.catalogue.applications else None)
 
-    async def copy_to_dead_letters(self, raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
+    def copy_to_dead_letters(self, raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
         letter = dead_letter(raw, reason, service=SERVICE, source_topic=source, partition=partition, offset=offset)
         self.publisher.send(topics.DEAD_LETTER, value=letter.model_dump_json().encode())
         metrics.DEAD_LETTERS.labels(SERVICE).inc()
@@ -180,7 +205,7 @@ class SchedulerHandlers:
     # -- the fleet and the operator ---------------------------------------------------------------
     async def on_worker_event(self, event: BaseModel) -> None:
         self.core.on_worker_event(event)
-        await self.serve()
+        self.step_soon()
 
     async def on_plan(self, plan: AllocationPlan) -> None:
         # only the configured planner's plans: the autoscaler's and others' split load their own way
@@ -190,17 +215,17 @@ class SchedulerHandlers:
     async def on_switch(self, switch: SwitchPolicy) -> str | None:
         refusal = await self.switcher.apply(switch)
         if refusal is None:
-            await self.serve()
+            self.serve()
         return refusal
 
-    async def refuse_control(self, raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
+    def refuse_control(self, raw: bytes, reason: str, source: str, partition: int, offset: int) -> None:
         logger.warning("refused the control message at %s/%d@%d: %s", source, partition, offset, reason)
-        await self.copy_to_dead_letters(raw, reason, source, partition, offset)
+        self.copy_to_dead_letters(raw, reason, source, partition, offset)
 
     # -- timers -----------------------------------------------------------------------------------
     async def housekeeping(self) -> None:
         """Drops queries past hope, notices silent workers and wakes waiting batches with no message."""
-        await self.serve()
+        self.serve()
         core = self.core
         for application, depth in core.depth_by_application().items():
             metrics.QUEUE_DEPTH.labels(application).set(depth)
@@ -214,7 +239,16 @@ class SchedulerHandlers:
                                 value=stats.model_dump_json().encode())
 
 
-async def ack_when_written(written: asyncio.Future[None], events: list[faust.EventT]) -> None:
-    await written
+def ack_when_written(written: asyncio.Future[None], events: list[faust.EventT]) -> None:
+    """Acknowledge ``events`` once ``written`` says their answer or batch is durable; never if it failed
+    (they are read again after a restart)."""
+    written.add_done_callback(functools.partial(_ack_if_written, events))
+
+
+def _ack_if_written(events: list[faust.EventT], written: asyncio.Future[None]) -> None:
+    if written.cancelled() or written.exception() is not None:
+        logger.warning("a send failed (%s): %d messages stay unacknowledged",
+                       "cancelled" if written.cancelled() else written.exception(), len(events))
+        return
     for event in events:
         event.ack()

@@ -102,7 +102,7 @@ def leave_group(settings: Settings) -> None:
 
 async def follow_topic(settings: Settings, credentials: faust.types.auth.CredentialsT | None, topic: str,
                        parse: Callable[[bytes], BaseModel], handle: Callable[[BaseModel], Awaitable[str | None]], *,
-                       on_invalid: Callable[[bytes, str, str, int, int], Awaitable[None]], **options: Any) -> None:
+                       on_invalid: Callable[[bytes, str, str, int, int], None], **options: Any) -> None:
     """Read a whole topic with no consumer group; what does not parse, or what ``handle`` refuses (it returns
     why), goes to ``on_invalid`` with the reason."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None, **options,
@@ -113,11 +113,10 @@ async def follow_topic(settings: Settings, credentials: faust.types.auth.Credent
             try:
                 parsed = parse(message.value)
             except ValidationError as exc:
-                await on_invalid(message.value, describe_validation_error(exc), topic, message.partition,
-                                 message.offset)
+                on_invalid(message.value, describe_validation_error(exc), topic, message.partition, message.offset)
                 continue
             refusal = await handle(parsed)
             if refusal is not None:
-                await on_invalid(message.value, refusal, topic, message.partition, message.offset)
+                on_invalid(message.value, refusal, topic, message.partition, message.offset)
     finally:
         await consumer.stop()

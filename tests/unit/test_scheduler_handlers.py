@@ -1,7 +1,8 @@
 """The scheduler's handlers alone, without faust or a broker: a stand-in publisher and stand-in events.
 
 A query's message is acknowledged only once what answers it was written; a message that does not parse
-is answered ``rejected`` under its position and copied to the dead letters.
+is answered ``rejected`` under its position and copied to the dead letters; queries read one after another
+are decided in one step.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from shared.settings import Settings
 PROFILES = ProfileSet(
     source="test", devices=[DeviceType(name="cpu", kind="cpu", price_per_hour=0.1)], slo_ms={"fam": 1000.0},
     variants=[VariantProfile(variant="small", family="fam", device="cpu", accuracy=0.9,
-                             batch_latency_ms={1: 1.0, 8: 4.0}, max_batch=8)])
+                             batch_latency_ms={1: 1.0, 2: 1.5, 4: 2.0, 8: 4.0}, max_batch=8)])
 
 
 class WrittenLater:
@@ -84,6 +85,7 @@ def test_a_query_is_dispatched_and_acknowledged_once_its_batch_is_written() -> N
         query = Query(query_id="q1", application="alpha", slo_ms=1000.0, batch_size=1, sent_at=time.time())
         event = query_event(query.model_dump_json().encode(), 7)
         await handling.on_query(event)
+        await asyncio.sleep(0)  # the step runs once the loop is free
         (topic, value, _), = [s for s in publisher.sent if s[0] == topics.dispatch_topic("w1")]
         batch = json.loads(value)
         assert [q["query_id"] for q in batch["queries"]] == ["q1"]
@@ -109,5 +111,19 @@ def test_a_message_that_does_not_parse_is_rejected_under_its_position_with_a_dea
         publisher.deliver_all()
         await asyncio.sleep(0)
         assert event.acked == 1, "a final answer acknowledges the message"
+
+    asyncio.run(scenario())
+
+
+def test_queries_read_one_after_another_are_decided_in_one_step() -> None:
+    async def scenario() -> None:
+        handling, publisher = await handlers()
+        for offset in range(3):
+            query = Query(query_id=f"q{offset}", application="alpha", slo_ms=1000.0, batch_size=1, sent_at=time.time())
+            await handling.on_query(query_event(query.model_dump_json().encode(), offset))
+        assert not publisher.sent, "nothing decided while queries are still being read"
+        await asyncio.sleep(0)
+        batches = [json.loads(value) for topic, value, _ in publisher.sent if topic == topics.dispatch_topic("w1")]
+        assert [[q["query_id"] for q in b["queries"]] for b in batches] == [["q0", "q1", "q2"]]
 
     asyncio.run(scenario())
