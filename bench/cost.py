@@ -58,7 +58,7 @@ from services.serve_config import settings_env
 from services.stack import LocalStack
 from shared.adapters.client import MeridianClient
 from shared.adapters.recording import Recording, record
-from shared.autoscale import (MachineCatalogue, GreedyConfig, InfaasAutoscaler, InstanceSpec, StartWorker,
+from shared.autoscale import (GreedyConfig, InfaasAutoscaler, InstanceSpec, MachineCatalogue, StartWorker,
                               StaticAutoscaler)
 from shared.autoscale.fluid import settle
 from shared.catalogue import Catalogue

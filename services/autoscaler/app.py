@@ -29,9 +29,9 @@ from shared.adapters.kafka_io import ensure_core_topics, make_consumer, make_pro
 from shared.autoscale import (
     Application,
     AutoscaleState,
-    MachineCatalogue,
     GreedyConfig,
     InstanceSpec,
+    MachineCatalogue,
     ScaleActions,
     StartWorker,
     serving_catalogue,

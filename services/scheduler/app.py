@@ -17,7 +17,6 @@ import functools
 import logging
 import secrets
 import time
-from typing import cast
 
 import faust
 from faust.types import TP
@@ -31,7 +30,6 @@ from services.scheduler.switching import PolicySwitcher
 from shared.adapters import topics
 from shared.adapters.ramsis_store import policy_set_reader
 from shared.catalogue import Catalogue
-from shared.policy.per_application import PerApplicationDispatch
 from shared.policy.registry import BuildContext, build_policy, configured_policies, feeds_of
 from shared.serving import STEP_INTERVAL_S, CoreConfig, SchedulerCore
 from shared.settings import Settings
@@ -59,8 +57,7 @@ def build_app(settings: Settings) -> faust.App:
     app = faust.App(topics.SCHEDULER_GROUP, **app_options(settings))
     core = make_core(settings, Catalogue.from_settings(settings))
     feeds = feeds_of(configured_policies(settings))
-    switcher = PolicySwitcher(core, cast(PerApplicationDispatch, core.policy), feeds=feeds,
-                              context=build_context(settings))
+    switcher = PolicySwitcher(core, feeds=feeds, context=build_context(settings))
     handlers = SchedulerHandlers(settings, core, Publisher(settings), switcher=switcher,
                                  metadata=start_feeds(feeds, app, core, settings), rebalancing=lambda: app.rebalancing)
 

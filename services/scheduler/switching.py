@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import cast
 
 from redis.exceptions import RedisError
 
@@ -30,8 +31,8 @@ class PolicySwitcher:
     ``feeds``: the feeds running beside this scheduler; ``context``: what a policy is built with.
     """
 
-    def __init__(self, core: SchedulerCore, dispatch: PerApplicationDispatch, *, feeds: set[Feed],
-                 context: BuildContext) -> None:
+    def __init__(self, core: SchedulerCore, *, feeds: set[Feed], context: BuildContext) -> None:
+        dispatch = cast(PerApplicationDispatch, core.policy)
         self._settings, self._core, self._dispatch = context.settings, core, dispatch
         self._feeds, self._context = feeds, context
         for application in sorted({*core.catalogue.applications, *self._settings.application_policies}):

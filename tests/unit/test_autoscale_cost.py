@@ -4,10 +4,10 @@ import pytest
 from shared.autoscale import (
     Application,
     AutoscaleState,
-    MachineCatalogue,
     InstanceSpec,
     InstanceStatus,
     LoadInstance,
+    MachineCatalogue,
     ScaleActions,
     StartWorker,
     StopWorker,

@@ -4,11 +4,11 @@ import pytest
 from shared.autoscale import (
     Application,
     AutoscaleState,
-    MachineCatalogue,
     GreedyConfig,
     GreedyModelAutoscaler,
     InfaasAutoscaler,
     InstanceStatus,
+    MachineCatalogue,
     SmPlusAutoscaler,
     StartWorker,
     VariantOption,

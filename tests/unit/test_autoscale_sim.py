@@ -8,10 +8,10 @@ import pytest
 from shared.autoscale import (
     Application,
     BaseAutoscaler,
-    MachineCatalogue,
     InfaasAutoscaler,
     InstanceSpec,
     LoadInstance,
+    MachineCatalogue,
     ScaleActions,
     SmPlusAutoscaler,
     StartWorker,

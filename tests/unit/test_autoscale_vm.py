@@ -4,9 +4,9 @@ import pytest
 from shared.autoscale import (
     Application,
     AutoscaleState,
-    MachineCatalogue,
     InstanceSpec,
     InstanceStatus,
+    MachineCatalogue,
     VariantOption,
     VmAutoscaler,
     VmConfig,

@@ -5,7 +5,7 @@ import pytest
 
 from schemas import BatchFinished, LoadStatistics, VariantUnloaded, WorkerHeartbeat, WorkerStopped
 from shared.autoscale.tracker import FleetTracker
-from shared.autoscale import Application, BaseAutoscaler, MachineCatalogue, InstanceSpec, ScaleActions, StartWorker, WorkerType
+from shared.autoscale import Application, BaseAutoscaler, InstanceSpec, MachineCatalogue, ScaleActions, StartWorker, WorkerType
 from shared.autoscale.loop import AutoscaleLoop
 from shared.infaas.monitor import MonitorConfig
 from shared.infaas.state import InstanceState

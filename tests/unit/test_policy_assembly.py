@@ -111,7 +111,7 @@ def test_the_scheduler_serves_with_it_and_switches_to_it(registered: Settings) -
     assert core.policy.policy_of("alpha") == "round-robin"
     assert core.policy.running("round-robin")[0].turns == 2, "built with the options its entry gives"
     other = make_core(registered.model_copy(update={"scheduler_policy": "fcfs"}), CATALOGUE)
-    switcher = PolicySwitcher(other, other.policy, feeds=set(), context=build_context(registered))
+    switcher = PolicySwitcher(other, feeds=set(), context=build_context(registered))
     switch = SwitchPolicy(application="beta", policy="round-robin", requested_by="test", at=time.time())
     assert asyncio.run(switcher.apply(switch)) is None and other.policy.policy_of("beta") == "round-robin"
 

@@ -70,7 +70,7 @@ async def handlers() -> tuple[SchedulerHandlers, WrittenLater]:
     settings = Settings(scheduler_policy="fcfs")
     core = make_core(settings, Catalogue(PROFILES, {"alpha": ["fam"]}))
     publisher = WrittenLater()
-    switcher = PolicySwitcher(core, core.policy, feeds=set(), context=build_context(settings))
+    switcher = PolicySwitcher(core, feeds=set(), context=build_context(settings))
     handling = SchedulerHandlers(settings, core, publisher, switcher=switcher, metadata=None)
     await handling.take_over(set())
     await handling.on_worker_event(WorkerHeartbeat(worker_id="w1", device="cpu", emulated=True, variants=["small"],

@@ -32,7 +32,7 @@ def gauge(application: str, policy: str) -> float | None:
 def switcher(**settings: object) -> tuple[PolicySwitcher, PerApplicationDispatch]:
     config = Settings(**settings)
     core = make_core(config, CATALOGUE)
-    return PolicySwitcher(core, core.policy, feeds={Feed.METADATA}, context=build_context(config)), core.policy
+    return PolicySwitcher(core, feeds={Feed.METADATA}, context=build_context(config)), core.policy
 
 
 def switch(application: str, policy: str) -> SwitchPolicy:
@@ -74,7 +74,7 @@ def test_a_switch_the_scheduler_cannot_make_is_refused_with_the_reason(applicati
 def test_a_policy_that_cannot_be_built_now_is_refused() -> None:
     config = Settings(redis_url="redis://127.0.0.1:1/0")
     core = make_core(config, CATALOGUE)
-    applier = PolicySwitcher(core, core.policy, feeds={Feed.POLICY_SETS}, context=build_context(config))
+    applier = PolicySwitcher(core, feeds={Feed.POLICY_SETS}, context=build_context(config))
     reason = asyncio.run(applier.apply(switch("alpha", "ramsis")))
     assert reason.startswith("cannot start dispatch policy 'ramsis' for application 'alpha': ")
     assert core.policy.policy_of("alpha") == "fcfs"
