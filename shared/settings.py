@@ -134,6 +134,9 @@ class Settings(BaseSettings):
     #: the Model-Autoscaler's minimum headroom: it adds capacity when a worker's would fall below it [paper §5:
     #: 1.05, explored 1.01-1.1]; more headroom meets a rising load sooner, at a higher bill (make bench-cost)
     infaas_slack_threshold: float = Field(default=1.05, ge=1.0, le=2.0)
+    #: headroom a scale-down must leave; unset: the slack threshold [paper: one threshold]; above it, a
+    #: replica removed in a dip is not asked back by the next rise of the same size (less churn)
+    infaas_scale_down_threshold: float | None = Field(default=None, ge=1.0, le=2.0)
     #: observed / profiled latency above which a not-overloaded instance is Interfered [spec §12.7: 1.5]
     infaas_interfered_ratio: float = Field(default=1.5, ge=1.0)
     #: ... and below which an Interfered one is Active again [spec §12.7: 1.25]

@@ -11,8 +11,9 @@ instance's share of its application's demand, queries waiting in the scheduler i
   *replicate* its running variant (``delta = ceil(shortfall / Q)``), or *upgrade* to a variant of the
   same architecture with a higher ``Q`` that meets the SLO (``delta' = ceil(target / Q')`` new instances,
   ``-N`` of the old ones, which are unloaded once the new ones serve: make-before-break).
-* **Scale down** otherwise: remove one replica if the group's load still fits, or downgrade to a
-  cheaper same-architecture variant (lower batch or cheaper hardware); whichever lowers the cost more.
+* **Scale down** otherwise: remove one replica if the group's load still fits with ``scale_down_threshold``
+  of headroom (the slack threshold unless set higher), or downgrade to a cheaper same-architecture variant
+  (lower batch or cheaper hardware); whichever lowers the cost more.
   A candidate runs only after it has held continuously for ``T_v`` = the variant's loading latency
   (paper), and for at least as many consecutive polls as the authors' code asks of its hardware
   before scaling down (10 on CPU, 20 on GPU; spec Appendix A): with loading latencies of a few hundred
@@ -72,6 +73,9 @@ class GreedyConfig:
 
     #: minimum headroom per worker (paper §5: 1.05, explored 1.01-1.1)
     slack_threshold: float = 1.05
+    #: headroom a group must keep after a scale-down; None: `slack_threshold` (the paper). Above it, a
+    #: replica removed in a dip is not the one the next rise of the same size asks back (hysteresis)
+    scale_down_threshold: float | None = None
     #: ``lambda`` (1/s) of the ILP cost: weight of loading latency (spec §12.13)
     lam: float = 1.0
     #: share of the SLO one batch may take (``Q`` and the SLO check use batches within it)
@@ -88,6 +92,11 @@ class GreedyConfig:
     def __post_init__(self) -> None:
         if not 1.0 <= self.slack_threshold <= 2.0:
             raise ValueError(f"`slack_threshold` must be in [1, 2], got {self.slack_threshold}")
+        if self.scale_down_threshold is None:
+            object.__setattr__(self, "scale_down_threshold", self.slack_threshold)
+        if not self.slack_threshold <= self.scale_down_threshold <= 2.0:
+            raise ValueError(f"`scale_down_threshold` must be in [`slack_threshold`, 2], got "
+                             f"{self.scale_down_threshold}")
         if not (math.isfinite(self.lam) and self.lam >= 0):
             raise ValueError(f"`lam` must be finite and >= 0, got {self.lam}")
         if not 0.0 < self.latency_budget <= 1.0:
@@ -102,7 +111,8 @@ class GreedyConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> GreedyConfig:
         """The live settings' headroom and batch share of the SLO (the monitor judges instances by the same)."""
-        return cls(slack_threshold=settings.infaas_slack_threshold, latency_budget=settings.infaas_latency_budget)
+        return cls(slack_threshold=settings.infaas_slack_threshold, latency_budget=settings.infaas_latency_budget,
+                   scale_down_threshold=settings.infaas_scale_down_threshold)
 
     def scale_down_wait_s(self, load_s: float, kind: str) -> float:
         """How long a scale-down must hold: ``T_v`` and the kind's checks, whichever is longer."""
@@ -395,7 +405,7 @@ class _Poll:
         return True
 
     def scale_down(self, worker: WorkerStatus, application: str, architecture: str) -> bool:
-        thr = self.cfg.slack_threshold
+        thr = self.cfg.scale_down_threshold
         keys = self.group_keys(application, architecture)
         if any(self.ledger.coming[(application, k)] > 0 for k in keys):
             return False

@@ -122,6 +122,20 @@ def test_scale_down_timer_resets_when_the_condition_breaks():
     assert [bool(scaler.decide(quiet, t).actions.unloads) for t in (2.0, 3.0, 4.0, 5.0)] == [False] * 3 + [True]
 
 
+def test_scale_down_keeps_the_scale_down_threshold_of_headroom():
+    """Hysteresis: 3 replicas (Q = 300) at 160 rows/s. Removing one leaves 200 / 160 = 1.25 of headroom:
+    enough for the paper's one threshold (1.05), not for a scale-down threshold of 1.3."""
+    busy = state(worker("w1", 3, 160.0))
+    paper = GreedyModelAutoscaler(catalogue(cpu_load_ms=0.0), config=PAPER_T_V)
+    assert [(u.worker_id, u.variant) for u in paper.decide(busy, 0.0).actions.unloads] == [("w1", "m")]
+    held = GreedyModelAutoscaler(catalogue(cpu_load_ms=0.0), config=GreedyConfig(
+        scale_down_checks={}, scale_down_threshold=1.3))
+    assert not held.decide(busy, 0.0).actions
+    assert held.decide(state(worker("w1", 3, 150.0)), 1.0).actions.unloads  # 200 / 150 = 1.33
+    with pytest.raises(ValueError, match="`scale_down_threshold`"):
+        GreedyConfig(slack_threshold=1.2, scale_down_threshold=1.1)
+
+
 def test_the_last_instance_of_an_application_stays():
     scaler = GreedyModelAutoscaler(catalogue(cpu_load_ms=0.0))
     assert not scaler.decide(state(worker("w1", 1, 0.0)), 0.0).actions

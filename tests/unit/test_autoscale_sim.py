@@ -104,6 +104,32 @@ def test_loads_and_unloads_take_their_profiled_latency_and_the_dispatch_loads_wh
     assert result.actions == {"load": 1, "unload": 1}
 
 
+class Watching(Script):
+    """Records the demand each poll sees."""
+
+    def __init__(self, catalogue):
+        super().__init__(catalogue, {})
+        self.seen = []
+
+    def step(self, state, now_s):
+        self.seen.append((now_s, state.demand_qps.get("app")))
+        return ScaleActions()
+
+
+@pytest.mark.parametrize(("interval_s", "expected"), [
+    (1.0, [(1.0, 10.0), (2.0, 20.0), (3.0, 10.0), (4.0, 20.0)]),
+    (2.0, [(1.0, None), (2.0, 15.0), (3.0, 15.0), (4.0, 15.0)]),
+])
+def test_load_statistics_reach_the_autoscaler_at_the_schedulers_interval(interval_s, expected):
+    """As the live scheduler publishes them: each interval's arrivals over its span."""
+    arrivals = np.concatenate([k + np.linspace(0.05, 0.95, 10 if k % 2 == 0 else 20) for k in range(4)])
+    watching = Watching(catalogue())
+    simulate_autoscaling({"app": arrivals}, watching, initial_fleet=[start()], duration_s=4.5,
+                         load_stats_interval_s=interval_s)
+    assert [(t, d) for t, d in watching.seen if 1.0 <= t <= 4.0] == [(t, pytest.approx(d) if d else d)
+                                                                     for t, d in expected]
+
+
 def test_every_policy_runs_and_is_accounted():
     cat = catalogue()
     arrivals = {"app": np.concatenate([poisson(80, 60, seed=1), 60 + poisson(400, 60, seed=2)])}

@@ -1,4 +1,6 @@
 """The VM-Autoscaler (INFaaS §4.2.3): each rule fires exactly when it should; requests; idle scale-down."""
+from dataclasses import replace
+
 import pytest
 
 from shared.autoscale import (
@@ -7,6 +9,7 @@ from shared.autoscale import (
     InstanceSpec,
     InstanceStatus,
     MachineCatalogue,
+    ScaleActions,
     VariantOption,
     VmAutoscaler,
     VmConfig,
@@ -93,19 +96,43 @@ def test_requests_become_machines_packed_first_fit():
     assert len(capped.start) == 1
 
 
-def test_idle_worker_stops_after_idle_polls_never_below_min_workers():
-    vm = VmAutoscaler(catalogue(), config=VmConfig(idle_polls=3, min_workers=1))
+def test_idle_worker_stops_after_idle_stop_s_never_below_min_workers():
+    vm = VmAutoscaler(catalogue(), config=VmConfig(idle_stop_s=6.0, min_workers=1))  # 3 polls of 2 s
     fleet = AutoscaleState(0.0, (w("c0", 0.3), w("c1", 0.0, ()), w("c2", 0.0, ())))
     assert [vm.decide(fleet).stop for _ in range(2)] == [(), ()]
     assert sorted(s.worker_id for s in vm.decide(fleet).stop) == ["c1", "c2"]
-    alone = VmAutoscaler(catalogue(), config=VmConfig(idle_polls=1, min_workers=1))
+    alone = VmAutoscaler(catalogue(), config=VmConfig(idle_stop_s=0.0, min_workers=1))
     assert alone.decide(AutoscaleState(0.0, (w("c0", 0.0, ()),))).stop == ()
     both = alone.decide(AutoscaleState(0.0, (w("c0", 0.0, ()), w("c1", 0.0, ()))), loading=["c1"])
     assert [s.worker_id for s in both.stop] == ["c0"]  # c1 just got a load
 
 
+def test_an_idle_worker_stays_while_every_other_worker_of_its_kind_is_busy():
+    """Stopping it would fire rule 1 at the next poll: the machine given back would boot again."""
+    vm = VmAutoscaler(catalogue(), config=VmConfig(idle_stop_s=0.0))
+    busy = AutoscaleState(0.0, (w("c0", 0.9), w("c1", 0.85), w("spare", 0.0, ())))
+    assert vm.decide(busy) == ScaleActions()
+    eased = AutoscaleState(0.0, (w("c0", 0.9), w("c1", 0.5), w("spare", 0.0, ())))
+    assert [s.worker_id for s in vm.decide(eased).stop] == ["spare"]
+
+
+@pytest.mark.parametrize(("startup_s", "polls"), [(25.0, 13), (10.0, 5), (0.0, 1)])
+def test_idle_worker_waits_as_long_as_its_type_boots_by_default(startup_s, polls):
+    """The VM-level T_v: a machine idle for as long as a new one takes to boot is given back."""
+    cat = catalogue()
+    cat = MachineCatalogue(tuple(replace(t, startup_s=startup_s) for t in cat.worker_types), cat.options,
+                           cat.applications)
+    vm = VmAutoscaler(cat)
+    fleet = AutoscaleState(0.0, (w("c0", 0.3), w("c1", 0.0, ())))
+    stops = [vm.decide(fleet).stop for _ in range(polls)]
+    assert stops[:-1] == [()] * (polls - 1)
+    assert [s.worker_id for s in stops[-1]] == ["c1"]
+
+
 def test_config_is_validated():
     with pytest.raises(ValueError, match="`utilization_threshold`"):
         VmConfig(utilization_threshold=1.5)
+    with pytest.raises(ValueError, match="`idle_stop_s`"):
+        VmConfig(idle_stop_s=-1.0)
     with pytest.raises(ValueError, match="`scale_out`"):
         VmAutoscaler(catalogue(), config=VmConfig(scale_out={"cpu": "nope"}))

@@ -4,7 +4,8 @@ Every query goes through the live scheduler's core and is routed by `InfaasDispa
 fleet is changed by the autoscaler service's loop (`shared.autoscale.loop.AutoscaleLoop`) and the dispatch
 learns instance states through the registry's monitoring daemon, as live:
 
-- the scheduler's load statistics reach the loop every ``window_s`` (2 s); worker events (heartbeats
+- the scheduler's load statistics reach the loop every ``load_stats_interval_s`` (the live scheduler's
+  ``load_stats_interval_s``, 2 s by default), each the arrivals of its interval; worker events (heartbeats
   every second, batches, loads, unloads, stops) reach it and the daemon as they happen;
 - every ``window_s`` the daemon writes its `InfaasMonitor` snapshot to an in-memory metadata store and
   the dispatch reads the store (`InfaasDispatch.update_from_metadata`), so Overloaded and Interfered
@@ -161,15 +162,17 @@ class AutoscalingController(FleetController):
     daemon : the registry's monitoring daemon, writing to `store`.
     dispatch : the scheduler's policy, refreshed from `store`.
     queue_depth : the scheduler core's queued queries per application, now (for the load statistics).
+    load_stats_interval_s : how often the scheduler publishes load statistics (the live setting of that name).
     slowdowns : noisy-neighbour episodes (`service_factor`).
     """
 
     def __init__(self, loop: AutoscaleLoop, daemon: InstanceMonitor, store: InMemoryMetadataStore,
                  dispatch: InfaasDispatch, queue_depth: Callable[[], Mapping[str, int]], *,
-                 slowdowns: Sequence[Slowdown] = ()) -> None:
+                 load_stats_interval_s: float = 2.0, slowdowns: Sequence[Slowdown] = ()) -> None:
         self.loop, self.daemon, self.store, self.dispatch = loop, daemon, store, dispatch
         self.queue_depth = queue_depth
         self.window_s = daemon.config.window_s
+        self.load_stats_interval_s = load_stats_interval_s
         self.slowdowns = tuple(slowdowns)
         self.timeline: dict[str, list] = {"t": [], "cost_per_hour": [], "workers": [], "demand_qps": []}
         self.decision_ms: list[float] = []
@@ -184,7 +187,7 @@ class AutoscalingController(FleetController):
 
     def control(self, now_s: float, arrivals: Mapping[str, int]) -> FleetCommands | None:
         self._arrivals.update(arrivals)
-        if now_s - self._stats_at_s >= self.window_s:
+        if now_s - self._stats_at_s >= self.load_stats_interval_s:
             span, self._stats_at_s = now_s - self._stats_at_s, now_s
             depth = self.queue_depth()
             for application in sorted(set(depth) | set(self._arrivals)):
@@ -261,6 +264,7 @@ def simulate_autoscaling(
     monitor: MonitorConfig | None = None,
     core: CoreConfig | None = None,
     heartbeat_interval_s: float = 1.0,
+    load_stats_interval_s: float = 2.0,
     transport: TransportModel | None = None,
     seed: int = 0,
 ) -> AutoscaleSimResult:
@@ -277,6 +281,7 @@ def simulate_autoscaling(
         settings' defaults); give the autoscaler the same latency budget, as the live service does.
     core : the scheduler core's drop rule (default: the live default).
     heartbeat_interval_s : how often workers heartbeat (live default 1 s).
+    load_stats_interval_s : how often the scheduler publishes load statistics (live default 2 s).
     transport : Kafka's hops (`shared.sim.transport.fit_transport` of a live run); None: an ideal machine.
     seed : the draws of the transport's hops.
     """
@@ -310,7 +315,7 @@ def simulate_autoscaling(
     dispatch = InfaasDispatch(profiles)
     sim: Simulation | None = None
     controller = AutoscalingController(loop, daemon, store, dispatch, lambda: sim.core.depth_by_application(),
-                                       slowdowns=slowdowns)
+                                       load_stats_interval_s=load_stats_interval_s, slowdowns=slowdowns)
     controller.requested_s.update({s.worker_id: 0.0 for s in initial_fleet})
     fleet = [SimWorker(s.worker_id, s.device, tuple(sorted({i.variant for i in s.instances})), max_batch[s.device])
              for s in initial_fleet]
