@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +166,15 @@ class Settings(BaseSettings):
     autoscaler_worker_port_base: int = 9300
     bind_host: str = "127.0.0.1"
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+
+    @model_validator(mode="after")
+    def _scale_down_leaves_the_slack(self) -> Settings:
+        down = self.infaas_scale_down_threshold
+        if down is not None and down < self.infaas_slack_threshold:
+            raise ValueError(f"infaas_scale_down_threshold ({down:g}) must be at least "
+                             f"infaas_slack_threshold ({self.infaas_slack_threshold:g}): a scale-down would leave "
+                             "less headroom than the next poll scales up for")
+        return self
 
     @property
     def worker_timeout_s(self) -> float:

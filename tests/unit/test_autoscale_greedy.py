@@ -17,9 +17,10 @@ from shared.autoscale import (
     milp_autoscale,
     milp_problem,
 )
+from shared.autoscale.fluid import settle
 from shared.infaas.records import VariantRecord
 from shared.infaas.state import InstanceState
-from shared.autoscale.fluid import settle
+from shared.settings import Settings
 
 CPU, GPU = ("m", "cpu-vm"), ("m", "gpu-vm")
 
@@ -134,6 +135,14 @@ def test_scale_down_keeps_the_scale_down_threshold_of_headroom():
     assert held.decide(state(worker("w1", 3, 150.0)), 1.0).actions.unloads  # 200 / 150 = 1.33
     with pytest.raises(ValueError, match="`scale_down_threshold`"):
         GreedyConfig(slack_threshold=1.2, scale_down_threshold=1.1)
+
+
+def test_the_scale_down_threshold_comes_from_the_settings_and_is_checked_there():
+    config = GreedyConfig.from_settings(Settings(infaas_slack_threshold=1.15, infaas_scale_down_threshold=1.25))
+    assert (config.slack_threshold, config.scale_down_threshold) == (1.15, 1.25)
+    assert GreedyConfig.from_settings(Settings(infaas_slack_threshold=1.15)).scale_down_threshold == 1.15
+    with pytest.raises(ValueError, match="infaas_scale_down_threshold .1. must be at least infaas_slack_threshold"):
+        Settings(infaas_scale_down_threshold=1.0)
 
 
 def test_the_last_instance_of_an_application_stays():
