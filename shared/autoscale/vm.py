@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.ledger import Request, pack_instances
-from shared.autoscale.state import AutoscaleState, ScaleActions, StartWorker, StopWorker
+from shared.autoscale.state import AutoscaleState, ScaleActions, StartWorker, StopWorker, WorkerStatus
 from shared.infaas.state import InstanceState
 
 __all__ = ["VmAutoscaler", "VmConfig"]
@@ -130,7 +130,7 @@ class VmAutoscaler:
             by_kind.setdefault(self.catalogue.worker_type[worker.device].kind, []).append(worker)
         fired = []
         for kind, workers in sorted(by_kind.items()):
-            if all(w.utilization > cfg.utilization_threshold for w in workers):
+            if self._rule_1_fires(workers):
                 fired.append((kind, (f"rule 1: {kind} utilization above {cfg.utilization_threshold:g} on all "
                                      f"{len(workers)} workers")))
             elif all(w.ready and any(i.state is InstanceState.INTERFERED for i in w.instances) for w in workers):
@@ -169,7 +169,11 @@ class VmAutoscaler:
         kind = self.catalogue.worker_type[device].kind
         others = [w for w in state.workers
                   if w.worker_id != worker_id and self.catalogue.worker_type[w.device].kind == kind]
-        return bool(others) and all(w.utilization > self.config.utilization_threshold for w in others)
+        return bool(others) and self._rule_1_fires(others)
+
+    def _rule_1_fires(self, workers: Iterable[WorkerStatus]) -> bool:
+        """Rule 1 for one kind's `workers`: every one is above the utilization threshold."""
+        return all(w.utilization > self.config.utilization_threshold for w in workers)
 
     def _new_id(self, device: str, taken: set[str]) -> str:
         while True:
