@@ -26,18 +26,18 @@ RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("metrics", lambda frame: "prometheus_client/" in frame),
     ("decode and validate", lambda frame: frame.startswith(("model_validate_json ", "validate_json "))),
     ("encode", lambda frame: frame.startswith(("model_dump_json ", "dispatch_batch (", "dropped ("))),
-    ("commit", lambda frame: frame.startswith(("commit", "_commit", "ack_when_written ", "on_message_acked"))),
-    ("produce", lambda frame: "aiokafka/producer" in frame or "faust/transport/producer" in frame
-     or "faust/topics.py" in frame or "services/scheduler/publisher.py" in frame),
+    ("commit", lambda frame: "services/scheduler/offsets.py" in frame or frame.startswith((
+        "_commit ", "commit_points ", "acknowledge_when_written ", "_acknowledge_if_written "))),
+    ("produce", lambda frame: "services/scheduler/publisher.py" in frame),
+    # librdkafka's polls: the query reader's thread and the topic followers' (worker events, plans, control)
+    ("fetch (librdkafka)", lambda frame: frame.startswith(("consume_ready (", "poll_messages ("))),
     ("admission", lambda frame: frame.startswith("admit (") and "shared/serving/" in frame),
     ("core step", lambda frame: "shared/" in frame),
-    # faust's consumer runs in a thread of its own and hands each fetch over to the event loop
-    ("consumer thread hand-off", lambda frame: frame.startswith("call_soon_threadsafe ")),
-    ("fetch", lambda frame: "aiokafka/consumer" in frame),
-    ("faust's consumer thread, other", lambda frame: "mode/threads.py" in frame),
+    # the query reader handing each poll to the event loop
+    ("hand-off to the event loop", lambda frame: frame.startswith(("run_coroutine_threadsafe ",
+                                                                    "call_soon_threadsafe "))),
     ("scheduler's handlers", lambda frame: "services/scheduler/" in frame and "__main__" not in frame),
-    ("faust streams and agents", lambda frame: "faust/" in frame),
-    ("Kafka protocol and I/O", lambda frame: "aiokafka/" in frame or "kafka/" in frame),
+    ("faust (its timers and services)", lambda frame: "faust/" in frame or "mode/" in frame),
 )
 OTHER = "event loop and other"
 STAGES = (*(stage for stage, _ in RULES), OTHER)

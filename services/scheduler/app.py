@@ -1,13 +1,14 @@
 """Scheduler: the faust loop around the serving core (`shared.serving.SchedulerCore`).
 
-Consumes ``meridian.queries`` (faust agent) and, with no consumer group, ``meridian.worker-events``,
-``meridian.plans`` and ``meridian.control`` (policy switches, `switching`); produces
+Consumes ``meridian.queries`` (`query_reader`, librdkafka, in the scheduler group) and, with no consumer
+group, ``meridian.worker-events``, ``meridian.plans`` and ``meridian.control`` (policy switches,
+`switching`); produces
 ``meridian.dispatch.<worker>`` batches, its own ``rejected``/``dropped`` results on
 ``meridian.results.<application>`` (``meridian.results`` for messages of no known application), copies
 of bad input on ``meridian.dead-letter`` and ``meridian.load-stats``. Every decision is the core's; this
-module only wires faust's agent, tasks, timers and signals to the handlers (`handlers`), which move
-messages. Several scheduler processes split the partitions (the applications) between them; a rebalance
-moves them as a restart does (`SchedulerHandlers.take_over`).
+module only wires the query reader and faust's tasks, timers and signals to the handlers (`handlers`),
+which move messages. Several scheduler processes split the partitions (the applications) between them; a
+rebalance moves them as a restart does (`SchedulerHandlers.release`, `SchedulerHandlers.take_over`).
 
 Run: ``python -m services.scheduler``
 """
@@ -19,13 +20,13 @@ import secrets
 import time
 
 import faust
-from faust.types import TP
 
 from schemas import AllocationPlan, SwitchPolicy, worker_event_adapter
 from services.scheduler.feeds import start_feeds
 from services.scheduler.handlers import SchedulerHandlers
 from services.scheduler.publisher import Publisher
-from services.scheduler.setup import app_options, follow_topic
+from services.scheduler.query_reader import QueryReader
+from services.scheduler.setup import SchedulerApp, app_options, follow_topic
 from services.scheduler.switching import PolicySwitcher
 from shared.adapters import topics
 from shared.adapters.ramsis_store import policy_set_reader
@@ -54,57 +55,49 @@ def make_core(settings: Settings, catalogue: Catalogue) -> SchedulerCore:
 
 
 def build_app(settings: Settings) -> faust.App:
-    app = faust.App(topics.SCHEDULER_GROUP, **app_options(settings))
+    app = SchedulerApp(topics.SCHEDULER_GROUP, **app_options(settings))
     core = make_core(settings, Catalogue.from_settings(settings))
     feeds = feeds_of(configured_policies(settings))
     switcher = PolicySwitcher(core, feeds=feeds, context=build_context(settings))
     handlers = SchedulerHandlers(settings, core, Publisher(settings), switcher=switcher,
-                                 metadata=start_feeds(feeds, app, core, settings), rebalancing=lambda: app.rebalancing)
-
-    @app.agent(app.topic(topics.QUERIES, partitions=settings.query_partitions))
-    async def admit_queries(stream: faust.StreamT) -> None:
-        async for event in stream.noack().events():
-            await handlers.on_query(event)
-
-    @app.on_partitions_revoked.connect
-    async def hold(app: faust.App, revoked: set[TP], **_: object) -> None:
-        await handlers.hold(revoked)
-
-    @app.on_partitions_assigned.connect
-    async def take_over(app: faust.App, assigned: set[TP], **_: object) -> None:
-        await handlers.take_over(assigned)
+                                 metadata=start_feeds(feeds, app, core, settings))
+    reader = QueryReader(settings, on_batch=handlers.on_queries, on_revoked=handlers.release,
+                         on_assigned=handlers.take_over, commit_points=handlers.commit_points)
+    app.task(reader.run)
 
     member = f" as static member {settings.scheduler_instance!r}" if settings.scheduler_instance else ""
     logger.info("joining consumer group %s%s: waiting for partitions of %s", topics.SCHEDULER_GROUP, member,
                 topics.QUERIES)
     app.task(handlers.say_what_it_waits_for)
 
-    follow = functools.partial(follow_topic, settings, app.conf.broker_credentials)
+    follow = functools.partial(follow_topic, settings)
 
     @app.task
     async def follow_worker_events() -> None:
         """The whole fleet's events, from now on."""
         await follow(topics.WORKER_EVENTS, worker_event_adapter.validate_json, handlers.on_worker_event,
-                     on_invalid=handlers.copy_to_dead_letters, auto_offset_reset="latest", fetch_max_wait_ms=5)
+                     on_invalid=handlers.copy_to_dead_letters, from_start=False)
 
     @app.task
     async def follow_plans() -> None:
         """Every plan, oldest first, so the newest one wins also after a restart."""
         await follow(topics.PLANS, AllocationPlan.model_validate_json, handlers.on_plan,
-                     on_invalid=handlers.copy_to_dead_letters, auto_offset_reset="earliest")
+                     on_invalid=handlers.copy_to_dead_letters, from_start=True)
 
     @app.task
     async def follow_control() -> None:
         """Every policy switch, oldest first, so the newest one per application wins also after a restart."""
         await follow(topics.CONTROL, SwitchPolicy.model_validate_json, handlers.on_switch,
-                     on_invalid=handlers.refuse_control, auto_offset_reset="earliest")
+                     on_invalid=handlers.refuse_control, from_start=True)
 
     app.timer(interval=STEP_INTERVAL_S)(handlers.housekeeping)
     app.timer(interval=settings.load_stats_interval_s)(handlers.publish_load_statistics)
     app.task(handlers.publisher.serve_delivery_reports)
 
     @app.on_before_shutdown.connect
-    async def flush_sends(app: faust.App, **_: object) -> None:
+    async def stop_reading(app: faust.App, **_: object) -> None:
+        """Commit what was acknowledged once what is being sent is written."""
+        await reader.stop()
         handlers.publisher.flush()
 
     return app

@@ -1,9 +1,11 @@
-"""What the scheduler does with each message, timer tick and rebalance: one object holding the core and
-the publisher, whose methods `services.scheduler.app` wires to faust's agent, tasks, timers and signals.
+"""What the scheduler does with each poll of queries, message, timer tick and rebalance: one object holding
+the core and the publisher, whose methods `services.scheduler.app` wires to the query reader and to
+faust's tasks, timers and signals.
 
 Every decision is the core's; these handlers move messages. A query's message is acknowledged (its
-offset committed) only once its batch is durably dispatched or its final result is sent, so a restarted
-scheduler re-reads what it had not acknowledged, and skips those it finds it had handed on (`take_over`).
+offset becomes committable, `offsets`) only once its batch is durably dispatched or its final result is
+sent, so a restarted scheduler re-reads what it had not acknowledged, and skips those it finds it had
+handed on (`take_over`).
 """
 from __future__ import annotations
 
@@ -12,11 +14,9 @@ import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Hashable
 from typing import cast
 
-import faust
-from faust.types import TP
 from prometheus_client import Histogram
 from pydantic import BaseModel, ValidationError
 
@@ -25,7 +25,9 @@ from services.scheduler import messages
 from services.scheduler.handed_on import handed_on_query_ids
 from services.scheduler.load_window import LoadWindow
 from services.scheduler.metadata_feed import MetadataFeed
+from services.scheduler.offsets import Acknowledgements
 from services.scheduler.publisher import Publisher
+from services.scheduler.query_reader import QueryMessage
 from services.scheduler.setup import SERVICE
 from services.scheduler.switching import PolicySwitcher
 from shared import metrics
@@ -36,27 +38,21 @@ from shared.policy.per_application import PerApplicationDispatch
 from shared.serving import Dispatch, SchedulerCore, Step
 from shared.settings import Settings
 
-#: Kafka's timestamp type of a record stamped by its producer (the other is the broker's append time)
-CREATE_TIME = 0
-
 logger = logging.getLogger(__name__)
 
 
 class SchedulerHandlers:
-    """``rebalancing`` says whether the consumer group is moving partitions right now (faust's flag)."""
-
     def __init__(self, settings: Settings, core: SchedulerCore, publisher: Publisher, *,
-                 switcher: PolicySwitcher, metadata: MetadataFeed | None,
-                 rebalancing: Callable[[], bool] = lambda: False) -> None:
+                 switcher: PolicySwitcher, metadata: MetadataFeed | None) -> None:
         self.settings, self.core, self.publisher = settings, core, publisher
         self.policies = cast(PerApplicationDispatch, core.policy)
         self.switcher, self.metadata = switcher, metadata
-        self.rebalancing = rebalancing
         self.load = LoadWindow(settings.load_stats_interval_s)
+        self.acks = Acknowledgements()
         #: re-read query ids found handed on already, and the queries topic's partitions this process owns
         self.handed_on: set[str] = set()
         self.owned: set[int] = set()
-        #: set once this process knows what it owns; clear while a rebalance moves partitions
+        #: set once this process knows what it owns (its first assignment)
         self.settled = asyncio.Event()
         self.started = time.monotonic()
         self._step_due = False
@@ -64,35 +60,38 @@ class SchedulerHandlers:
         self._queue_wait: dict[str, Histogram] = {}
 
     # -- queries ----------------------------------------------------------------------------------
-    async def on_query(self, event: faust.EventT) -> None:
-        """One message of ``meridian.queries``: refused, skipped as handed on, or queued and served."""
-        await self.settled.wait()  # faust may resume fetching before the take-over has read what was handed on
-        core, message = self.core, event.message
+    async def on_queries(self, batch: list[QueryMessage]) -> None:
+        """A poll's messages of ``meridian.queries``, in order: each refused, skipped as handed on, or
+        queued; then one step decides them all, and the first waits only for the others' admission."""
+        for message in batch:
+            self.acks.read(message.partition, message.offset)
+            await self.on_query(message)
+        self.serve()
+
+    async def on_query(self, message: QueryMessage) -> None:
+        core = self.core
         try:
-            query = Query.model_validate_json(event.value)
+            query = Query.model_validate_json(message.value)
         except ValidationError as exc:
-            self.refuse(event, describe_validation_error(exc), None, trusted_id=False)
+            self.refuse(message, describe_validation_error(exc), None, trusted_id=False)
             return
+        delivery = (message.partition, message.offset)
         if query.query_id in self.handed_on:  # re-read after a restart: dispatched or answered before it
             self.handed_on.discard(query.query_id)
-            event.ack()
+            self.acks.acknowledge(*delivery)
             return
         self.load.record(query.application, query.batch_size)
         if self.metadata is not None and query.application not in core.catalogue.applications:
             await self.metadata.learn(query.application)
-        created_s = message.timestamp if message.timestamp_type == CREATE_TIME else None
-        received = messages.Received(query, position(message.topic, message.partition, message.offset))
-        rejection = core.admit(query, payload=received, ack_token=event, delivery=(message.partition, message.offset),
-                               transport_s=created_s)
+        received = messages.Received(query, position(topics.QUERIES, *delivery))
+        rejection = core.admit(query, payload=received, ack_token=delivery, delivery=delivery,
+                               transport_s=message.created_s)
         if rejection is not None:
-            self.refuse(event, rejection.reason, query, trusted_id=not rejection.foreign_id)
-            return
-        self.step_soon()
+            self.refuse(message, rejection.reason, query, trusted_id=not rejection.foreign_id)
 
     def step_soon(self) -> None:
-        """Step the core once the event loop has run what is ready. faust hands the agent a fetch's queries
-        one after another without the loop running anything in between, so they are decided in one step
-        instead of one step each, and the first waits only for the others' admission."""
+        """Step the core once the event loop has run what is ready: the worker events of one fetch are
+        decided in one step instead of one step each."""
         if not self._step_due:
             self._step_due = True
             asyncio.get_running_loop().call_soon(self._step_now)
@@ -102,10 +101,8 @@ class SchedulerHandlers:
         self.serve()
 
     def serve(self) -> None:
-        """Let the core decide, unless a rebalance may be moving applications between schedulers (from the
-        moment this process hears of it until it has taken over its share): a query is handed on by one
-        owner only."""
-        if self.settled.is_set() and not self.rebalancing():
+        """Let the core decide, once this process knows which applications are its own."""
+        if self.settled.is_set():
             self.act(self.core.step())
 
     def act(self, step: Step) -> None:
@@ -119,7 +116,7 @@ class SchedulerHandlers:
             batch = messages.dispatch_batch(dispatch)
             written = publisher.send(topics.dispatch_topic(batch.worker_id), key=batch.batch_id.encode(),
                                      value=batch.model_dump_json().encode())
-            ack_when_written(written, [i.ack_token for i in dispatch.items if i.ack_token is not None])
+            self.acknowledge_when_written(written, [i.ack_token for i in dispatch.items if i.ack_token is not None])
             self.observe_dispatch(dispatch, sum(q.batch_size for q in batch.queries))
 
     def observe_dispatch(self, dispatch: Dispatch, rows: int) -> None:
@@ -134,10 +131,10 @@ class SchedulerHandlers:
         for application, count in Counter(item.pending.application for item in dispatch.items).items():
             metrics.DISPATCHED_QUERIES.labels(application, self.policies.policy_of(application)).inc(count)
 
-    def refuse(self, event: faust.EventT, reason: str, query: Query | None, *, trusted_id: bool) -> None:
+    def refuse(self, message: QueryMessage, reason: str, query: Query | None, *, trusted_id: bool) -> None:
         """Answer ``rejected`` (under the query id only if it is the query's own) and keep a dead letter."""
-        raw, message = event.value, event.message
-        at = position(message.topic, message.partition, message.offset)
+        raw = message.value
+        at = position(topics.QUERIES, message.partition, message.offset)
         if query is not None and trusted_id:
             result = messages.rejected(query.query_id, reason, position=at, application=query.application,
                                        timestamps=HopTimestamps(client_sent=query.sent_at))
@@ -145,15 +142,28 @@ class SchedulerHandlers:
             claimed = query.query_id if query is not None else best_effort_id(raw)
             result = messages.rejected_at(at, reason, claimed_query_id=claimed,
                                           application=query and query.application)
-        self.send_final(result, event)
+        self.send_final(result, (message.partition, message.offset))
         self.copy_to_dead_letters(raw, reason, topics.QUERIES, message.partition, message.offset)
 
-    def send_final(self, result: Result, event: faust.EventT | None) -> None:
+    def send_final(self, result: Result, delivery: Hashable | None) -> None:
+        """``delivery``: the (partition, offset) of the message this answers, if not acknowledged yet."""
         written = self.publisher.send(self.results_topic(result.application), key=result.query_id.encode(),
                                       value=result.model_dump_json().encode())
         metrics.RESULTS.labels(result.application or "unknown", result.status.value, messages.reason_class(result)).inc()
-        if event is not None:
-            ack_when_written(written, [event])
+        if delivery is not None:
+            self.acknowledge_when_written(written, [delivery])
+
+    def acknowledge_when_written(self, written: asyncio.Future[None], deliveries: list[Hashable]) -> None:
+        """Acknowledge the messages at ``deliveries`` once ``written`` says their answer or batch is
+        durable; never if it failed (they are read again after a restart)."""
+        written.add_done_callback(functools.partial(_acknowledge_if_written, self.acks, deliveries))
+
+    async def commit_points(self, *, final: bool = False) -> dict[int, int]:
+        """What the query reader may commit; ``final``: once every send under way is written."""
+        if final:
+            self.publisher.flush()
+            await asyncio.sleep(0)  # the delivery reports' acknowledgements
+        return self.acks.commit_points()
 
     def results_topic(self, application: str | None) -> str:
         """The application's results topic once the catalogue knows it (a registration made the topic)."""
@@ -165,28 +175,36 @@ class SchedulerHandlers:
         metrics.DEAD_LETTERS.labels(SERVICE).inc()
 
     # -- rebalances -------------------------------------------------------------------------------
-    async def hold(self, revoked: set[TP]) -> None:
-        self.settled.clear()
+    async def release(self, revoked: set[int], *, lost: bool = False) -> dict[int, int]:
+        """Partitions gone to another scheduler: their waiting queries are let go unanswered (their messages
+        were not acknowledged, so the new owner reads them again). Returns their commit points, once what
+        is being sent for them is written, so the new owner finds it handed on. ``lost``: taken while this
+        process was not heard, perhaps with the broker away; nothing can be committed, so nothing waits."""
+        if not lost:
+            self.publisher.flush()
+            await asyncio.sleep(0)  # the delivery reports' acknowledgements
+        released = self.core.release(lambda delivery: cast(tuple[int, int], delivery)[0] in revoked)
+        logger.info("partitions %s moved to another scheduler: %d waiting queries let go", sorted(revoked), released)
+        points = self.acks.commit_points(revoked)
+        self.acks.forget(revoked)
+        self.owned -= revoked
+        metrics.OWNED_PARTITIONS.set(len(self.owned))
+        return points
 
-    async def take_over(self, assigned: set[TP]) -> None:
-        """Queries of partitions gone to another scheduler are let go unanswered (their messages were not
-        acknowledged, so the new owner reads them again). For partitions new to this process (at start, or
-        from a scheduler that left or died), what was handed on before is read back while they are
-        paused, so that no re-read query is served twice."""
-        now_owned = {tp.partition for tp in assigned if tp.topic == topics.QUERIES}
-        if gone := self.owned - now_owned:
-            released = self.core.release(lambda delivery: cast(tuple[int, int], delivery)[0] in gone)
-            logger.info("partitions %s moved to another scheduler: %d waiting queries let go", sorted(gone), released)
-        if taken := now_owned - self.owned:
+    async def take_over(self, assigned: set[int]) -> None:
+        """Partitions new to this process (at start, or from a scheduler that left or died): what was handed
+        on before is read back before any of their queries is, so that no re-read query is served twice."""
+        if taken := assigned - self.owned:
             lookback_s = self.settings.restart_lookback_s
             logger.info("partitions %s of %s are this scheduler's: reading back dispatch and results since their "
                         "oldest unacknowledged query (at most %g s) first, to skip what was handed on already",
                         sorted(taken), topics.QUERIES, lookback_s)
             reading = time.monotonic()
-            self.handed_on = await asyncio.to_thread(handed_on_query_ids, self.settings, taken, lookback_s=lookback_s)
+            handed_on = await asyncio.to_thread(handed_on_query_ids, self.settings, taken, lookback_s=lookback_s)
+            self.handed_on |= handed_on
             logger.info("read back in %.1f s: %d queries were handed on already", time.monotonic() - reading,
-                        len(self.handed_on))
-        self.owned = now_owned
+                        len(handed_on))
+        self.owned |= assigned
         metrics.OWNED_PARTITIONS.set(len(self.owned))
         self.settled.set()
 
@@ -239,16 +257,10 @@ class SchedulerHandlers:
                                 value=stats.model_dump_json().encode())
 
 
-def ack_when_written(written: asyncio.Future[None], events: list[faust.EventT]) -> None:
-    """Acknowledge ``events`` once ``written`` says their answer or batch is durable; never if it failed
-    (they are read again after a restart)."""
-    written.add_done_callback(functools.partial(_ack_if_written, events))
-
-
-def _ack_if_written(events: list[faust.EventT], written: asyncio.Future[None]) -> None:
+def _acknowledge_if_written(acks: Acknowledgements, deliveries: list[Hashable], written: asyncio.Future[None]) -> None:
     if written.cancelled() or written.exception() is not None:
         logger.warning("a send failed (%s): %d messages stay unacknowledged",
-                       "cancelled" if written.cancelled() else written.exception(), len(events))
+                       "cancelled" if written.cancelled() else written.exception(), len(deliveries))
         return
-    for event in events:
-        event.ack()
+    for partition, offset in cast(list[tuple[int, int]], deliveries):
+        acks.acknowledge(partition, offset)

@@ -1,16 +1,16 @@
-"""The scheduler's Kafka plumbing: the faust app's settings (the same ``MERIDIAN_KAFKA_*`` security as
-every other client), its topics and metrics endpoint before it starts, and the group-less topic reader."""
+"""The scheduler's plumbing: the faust app's settings, its topics and metrics endpoint before it starts,
+leaving the group, and the group-less topic reader (the same ``MERIDIAN_KAFKA_*`` security as every other
+client)."""
 from __future__ import annotations
 
+import asyncio
 import logging
-import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
-from aiokafka import AIOKafkaConsumer
-from faust.tables import TableManager
-from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
+from faust.app.base import BootStrategy
 from kafka.admin import MemberToRemove
 from kafka.errors import KafkaError
 from pydantic import BaseModel, ValidationError
@@ -19,17 +19,13 @@ from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error
 from shared.adapters.kafka_io import ensure_core_topics, make_admin
-from shared.settings import KafkaSecurity, Settings
+from shared.adapters.rdkafka import make_rd_consumer, poll_messages
+from shared.settings import Settings
 
 SERVICE = "scheduler"
-
-
-def broker_credentials(security: KafkaSecurity) -> faust.types.auth.CredentialsT | None:
-    context = ssl.create_default_context(cafile=security.ssl_cafile) if "SSL" in security.security_protocol else None
-    if security.sasl_mechanism:
-        return faust.SASLCredentials(username=security.sasl_username, password=security.sasl_password,
-                                     mechanism=security.sasl_mechanism, ssl_context=context)
-    return faust.SSLCredentials(context) if context is not None else None
+#: a group-less reader's longest wait for a first message (and so a stop's), and the most it hands over
+FOLLOW_POLL_S = 0.1
+FOLLOW_MAX_MESSAGES = 500
 
 
 class LogFriendlyWorker(faust.Worker):
@@ -42,39 +38,27 @@ class LogFriendlyWorker(faust.Worker):
             self.spinner = None
 
 
-class TablelessTableManager(TableManager):
-    """faust's table manager waits a second at start so that tables declared late still join the first
-    subscription. The scheduler declares none: it subscribes at once, and a restart serves a second sooner."""
+class WithoutKafkaClients(BootStrategy):
+    enable_kafka = False
 
-    async def on_start(self) -> None:
-        if self:
-            await super().on_start()
-            return
-        await self._update_channels()
-        await self.recovery.start()
+
+class SchedulerApp(faust.App):
+    """faust runs the scheduler's tasks, timers and signals; its own Kafka consumer and producer stay off
+    (the scheduler reads with `query_reader` and sends with `publisher`, both librdkafka)."""
+
+    BootStrategy = WithoutKafkaClients
 
 
 def app_options(settings: Settings) -> dict[str, Any]:
-    """Commit often: a restart re-reads what was not committed. (The scheduler's sends do not go through
-    faust's producer but through `services.scheduler.publisher`.)"""
-    return dict(
-        Worker=LogFriendlyWorker, TableManager=TablelessTableManager,
-        broker=";".join(f"kafka://{server}" for server in settings.kafka_bootstrap.split(",")),
-        broker_credentials=broker_credentials(settings.kafka_security),
-        value_serializer="raw", key_serializer="raw",
-        web_enabled=False, topic_allow_declare=False, topic_disable_leader=True,
-        broker_session_timeout=10, broker_heartbeat_interval=1, broker_commit_interval=0.5,
-        consumer_max_fetch_size=16 * 1024 * 1024,
-        consumer_auto_offset_reset="earliest", consumer_group_instance_id=settings.scheduler_instance,
-        datadir=str(settings.var_dir / "scheduler"),
-    )
+    return dict(Worker=LogFriendlyWorker, web_enabled=False, datadir=str(settings.var_dir / "scheduler"))
 
 
 def prepare(settings: Settings) -> None:
-    """Create the core topics (faust must find them) and expose metrics, before the app starts."""
+    """Create the core topics and expose metrics, before the app starts."""
     ensure_core_topics(settings)
     metrics.serve_metrics(settings.scheduler_metrics_port, settings.bind_host)
-    # faust leaves the client loggers at DEBUG: every message would build a log record nobody prints
+    # faust leaves the client loggers at DEBUG: kafka-python's (topics, leaving the group) would build log
+    # records nobody prints
     for noisy in ("aiokafka", "kafka"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     metrics.DEAD_LETTERS.labels(SERVICE)  # series exist before the first event
@@ -100,23 +84,40 @@ def leave_group(settings: Settings) -> None:
         admin.close()
 
 
-async def follow_topic(settings: Settings, credentials: faust.types.auth.CredentialsT | None, topic: str,
-                       parse: Callable[[bytes], BaseModel], handle: Callable[[BaseModel], Awaitable[str | None]], *,
-                       on_invalid: Callable[[bytes, str, str, int, int], None], **options: Any) -> None:
-    """Read a whole topic with no consumer group; what does not parse, or what ``handle`` refuses (it returns
-    why), goes to ``on_invalid`` with the reason."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None, **options,
-                                **credentials_to_aiokafka_auth(credentials))
-    await consumer.start()
+async def follow_topic(settings: Settings, topic: str, parse: Callable[[bytes], BaseModel],
+                       handle: Callable[[BaseModel], Awaitable[str | None]], *,
+                       on_invalid: Callable[[bytes, str, str, int, int], None], from_start: bool) -> None:
+    """Read a whole topic with no consumer group, from its start or from now; what does not parse, or what
+    ``handle`` refuses (it returns why), goes to ``on_invalid`` with the reason.
+
+    librdkafka polls on a thread of the default executor, so the event loop waits for no fetch, and a poll
+    hands over everything that has arrived (a fetch of worker events, at load, is many)."""
+    consumer = make_rd_consumer(settings, group_id=None)
+    polling: asyncio.Future[list[Message]] | None = None
     try:
-        async for message in consumer:
-            try:
-                parsed = parse(message.value)
-            except ValidationError as exc:
-                on_invalid(message.value, describe_validation_error(exc), topic, message.partition, message.offset)
-                continue
-            refusal = await handle(parsed)
-            if refusal is not None:
-                on_invalid(message.value, refusal, topic, message.partition, message.offset)
+        partitions = await asyncio.to_thread(partitions_of, consumer, topic)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING if from_start else OFFSET_END) for p in partitions])
+        while True:
+            polling = asyncio.ensure_future(asyncio.to_thread(
+                poll_messages, consumer, timeout_s=FOLLOW_POLL_S, max_messages=FOLLOW_MAX_MESSAGES))
+            for message in await asyncio.shield(polling):  # a stop waits for the poll below, then closes
+                value = message.value()
+                try:
+                    parsed = parse(value)
+                except ValidationError as exc:
+                    on_invalid(value, describe_validation_error(exc), topic, message.partition(), message.offset())
+                    continue
+                refusal = await handle(parsed)
+                if refusal is not None:
+                    on_invalid(value, refusal, topic, message.partition(), message.offset())
     finally:
-        await consumer.stop()
+        if polling is not None and not polling.done():
+            await asyncio.wait([polling])
+        consumer.close()
+
+
+def partitions_of(consumer: Consumer, topic: str, timeout_s: float = 30.0) -> list[int]:
+    metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
+    if metadata.error is not None:
+        raise KafkaException(metadata.error)
+    return sorted(metadata.partitions)

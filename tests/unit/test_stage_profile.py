@@ -3,25 +3,34 @@ from bench.stage_profile import OTHER, stage_of, stage_samples
 
 
 def test_a_metric_inside_the_core_step_is_metrics_and_the_step_itself_is_the_core() -> None:
-    agent = ["_execute_actor (faust/agents/agent.py:674)", "admit_queries (services/scheduler/app.py:70)",
-             "on_query (services/scheduler/handlers.py:60)", "serve (services/scheduler/handlers.py:85)"]
+    agent = ["_run_once (asyncio/base_events.py:1900)", "on_queries (services/scheduler/handlers.py:66)",
+             "serve (services/scheduler/handlers.py:85)"]
     step = [*agent, "step (shared/serving/core.py:300)", "assign (shared/policy/fcfs.py:40)"]
     assert stage_of(step) == "core step"
     assert stage_of([*step, "inc (prometheus_client/metrics.py:330)"]) == "metrics"
 
 
 def test_decoding_admission_encoding_and_sending_are_told_apart() -> None:
-    agent = ["_execute_actor (faust/agents/agent.py:674)", "admit_queries (services/scheduler/app.py:70)",
-             "on_query (services/scheduler/handlers.py:60)"]
+    agent = ["_run_once (asyncio/base_events.py:1900)", "on_queries (services/scheduler/handlers.py:66)",
+             "on_query (services/scheduler/handlers.py:70)"]
     assert stage_of([*agent, "model_validate_json (pydantic/main.py:746)"]) == "decode and validate"
     assert stage_of([*agent, "admit (shared/serving/core.py:200)", "_fits (shared/serving/core.py:250)"]) == "admission"
     act = [*agent, "act (services/scheduler/handlers.py:92)"]
     assert stage_of([*act, "dispatch_batch (services/scheduler/messages.py:30)",
                      "model_dump_json (pydantic/main.py:500)"]) == "encode"
-    assert stage_of([*act, "send (faust/topics.py:200)", "send (aiokafka/producer/producer.py:400)"]) == "produce"
     assert stage_of([*act, "send (services/scheduler/publisher.py:28)"]) == "produce"
     assert stage_of(agent) == "scheduler's handlers"
     assert stage_of(["run_forever (asyncio/base_events.py:608)", "_run_once (asyncio/base_events.py:1900)"]) == OTHER
+
+
+def test_the_reading_threads_are_fetching_or_handing_over() -> None:
+    thread = ["_bootstrap (threading.py:1002)", "_read (services/scheduler/query_reader.py:98)"]
+    assert stage_of([*thread, "consume_ready (services/scheduler/query_reader.py:170)"]) == "fetch (librdkafka)"
+    follower = ["_bootstrap (threading.py:1002)", "run (concurrent/futures/thread.py:58)"]
+    assert stage_of([*follower, "poll_messages (shared/adapters/rdkafka.py:140)"]) == "fetch (librdkafka)", \
+        "a follower's poll is not the core's step, though it lives in shared/"
+    assert stage_of([*thread, "run_coroutine_threadsafe (asyncio/tasks.py:937)"]) == "hand-off to the event loop"
+    assert stage_of([*thread, "_commit (services/scheduler/query_reader.py:140)"]) == "commit"
 
 
 def test_collapsed_stacks_are_counted_per_stage() -> None:
