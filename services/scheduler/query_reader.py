@@ -72,6 +72,8 @@ class QueryReader:
         self._assignment: set[int] = set()
         self._committed: dict[int, int] = {}
         self._fatal: KafkaError | None = None
+        #: the poll handed over to ``on_batch`` last, until it is handled
+        self._handled: concurrent.futures.Future[None] | None = None
 
     def _consumer(self) -> Consumer:
         instance = self.settings.scheduler_instance
@@ -124,24 +126,28 @@ class QueryReader:
             self._stopped.set()
 
     def _serve(self, consumer: Consumer) -> None:
-        handled: concurrent.futures.Future[None] | None = None
         next_commit = 0.0
         while not self._stopping.is_set():
             batch = consume_ready(consumer, timeout_s=POLL_TIMEOUT_S, max_messages=MAX_BATCH)
             if self._fatal is not None:
                 fatal, self._fatal = self._fatal, None
                 raise KafkaException(fatal)
-            if handled is not None and (batch or handled.done()):
-                self._wait(handled)  # one poll at a time, in order (librdkafka fetches on meanwhile); raises
-                handled = None       # what the handler raised
+            if batch or (self._handled is not None and self._handled.done()):
+                self._finish_handling()  # one poll at a time, in order (librdkafka fetches on meanwhile)
             if batch:
-                handled = asyncio.run_coroutine_threadsafe(self.on_batch(batch), self._running_loop())
+                self._handled = asyncio.run_coroutine_threadsafe(self.on_batch(batch), self._running_loop())
             if (now := time.monotonic()) >= next_commit:
                 self._commit(consumer, self._on_loop(self.commit_points(final=False)), asynchronous=True)
                 next_commit = now + COMMIT_INTERVAL_S
-        if handled is not None:
-            self._wait(handled)
+        self._finish_handling()
         self._commit(consumer, self._on_loop(self.commit_points(final=True)), asynchronous=False)
+
+    def _finish_handling(self) -> None:
+        """Wait for the poll handed over last (raising what its handler raised): before the next one, and
+        before partitions go, so that none of their queries is admitted after they were let go."""
+        if self._handled is not None:
+            handled, self._handled = self._handled, None
+            self._wait(handled)
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assigned = {tp.partition for tp in partitions}
@@ -150,6 +156,7 @@ class QueryReader:
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {tp.partition for tp in partitions}
+        self._finish_handling()
         points = self._on_loop(self.on_revoked(revoked))
         self._commit(consumer, points, asynchronous=False)
         self._forget(revoked)
@@ -164,6 +171,7 @@ class QueryReader:
     def _let_go(self, partitions: set[int]) -> None:
         """Partitions this consumer can no longer commit for: their waiting queries are let go."""
         if partitions:
+            self._finish_handling()
             self._on_loop(self.on_revoked(partitions, lost=True))
             self._forget(partitions)
 

