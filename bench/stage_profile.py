@@ -37,7 +37,8 @@ RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("hand-off to the event loop", lambda frame: frame.startswith(("run_coroutine_threadsafe ",
                                                                     "call_soon_threadsafe "))),
     ("scheduler's handlers", lambda frame: "services/scheduler/" in frame and "__main__" not in frame),
-    ("faust (its timers and services)", lambda frame: "faust/" in frame or "mode/" in frame),
+    # (not mode/: its worker runs the event loop, at the bottom of every stack of the main thread)
+    ("faust", lambda frame: "faust/" in frame),
 )
 OTHER = "event loop and other"
 STAGES = (*(stage for stage, _ in RULES), OTHER)

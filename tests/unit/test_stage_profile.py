@@ -21,6 +21,9 @@ def test_decoding_admission_encoding_and_sending_are_told_apart() -> None:
     assert stage_of([*act, "send (services/scheduler/publisher.py:28)"]) == "produce"
     assert stage_of(agent) == "scheduler's handlers"
     assert stage_of(["run_forever (asyncio/base_events.py:608)", "_run_once (asyncio/base_events.py:1900)"]) == OTHER
+    under_mode = ["execute_from_commandline (mode/worker.py:280)", "run_forever (asyncio/base_events.py:608)"]
+    assert stage_of([*under_mode, "_run_once (asyncio/base_events.py:1900)"]) == OTHER, "mode runs every loop"
+    assert stage_of([*under_mode, "_wrapped (faust/app/base.py:1035)"]) == "faust"
 
 
 def test_the_reading_threads_are_fetching_or_handing_over() -> None:
