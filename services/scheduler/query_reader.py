@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, TypeVar
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, TopicPartition
 
 from shared.adapters import topics
-from shared.adapters.rdkafka import MAX_MESSAGE_BYTES, client_config
+from shared.adapters.rdkafka import MAX_MESSAGE_BYTES, client_config, poll_messages
 from shared.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -68,8 +68,7 @@ class QueryReader:
         self.commit_points = commit_points
         self._stopping, self._stopped = threading.Event(), threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: the partitions this process owns, and the offsets it last committed for them
-        self._assignment: set[int] = set()
+        #: partition -> the offset last committed for it
         self._committed: dict[int, int] = {}
         self._fatal: KafkaError | None = None
         #: the poll handed over to ``on_batch`` last, until it is handled
@@ -119,7 +118,7 @@ class QueryReader:
                     # e.g. a static member whose session expired while the broker was away is fenced by its
                     # own rejoin (confluentinc/librdkafka#3437): a new consumer joins under the same name
                     logger.warning("the query reader's consumer failed (%s): joining the group again", exc)
-                    self._let_go(set(self._assignment))
+                    self._let_go({tp.partition for tp in consumer.assignment()})
                 finally:
                     consumer.close()  # a static member stays in the group (see `setup.leave_group`)
         finally:
@@ -150,9 +149,7 @@ class QueryReader:
             self._wait(handled)
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        assigned = {tp.partition for tp in partitions}
-        self._on_loop(self.on_assigned(assigned))
-        self._assignment |= assigned
+        self._on_loop(self.on_assigned({tp.partition for tp in partitions}))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {tp.partition for tp in partitions}
@@ -176,7 +173,6 @@ class QueryReader:
             self._forget(partitions)
 
     def _forget(self, partitions: set[int]) -> None:
-        self._assignment -= partitions
         for partition in partitions:
             self._committed.pop(partition, None)
 
@@ -211,22 +207,9 @@ class QueryReader:
 
 
 def consume_ready(consumer: Consumer, *, timeout_s: float, max_messages: int) -> list[QueryMessage]:
-    """Up to ``max_messages`` that have arrived, waiting at most ``timeout_s`` for the first. Error events
-    (a broker gone away) are librdkafka's to retry and are left out; a fatal one raises."""
-    messages = consumer.consume(max_messages, 0)
-    if not messages:
-        first = consumer.poll(timeout_s)
-        if first is None:
-            return []
-        messages = [first, *consumer.consume(max_messages - 1, 0)]
-    ready = []
-    for message in messages:
-        error = message.error()
-        if error is None:
-            ready.append(QueryMessage(message.value(), message.partition(), message.offset(), _created_s(message)))
-        elif error.fatal():
-            raise KafkaException(error)
-    return ready
+    """`poll_messages`, as the handlers take them."""
+    return [QueryMessage(m.value(), m.partition(), m.offset(), _created_s(m))
+            for m in poll_messages(consumer, timeout_s=timeout_s, max_messages=max_messages)]
 
 
 def _created_s(message: Any) -> float | None:

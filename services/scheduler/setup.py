@@ -57,10 +57,9 @@ def prepare(settings: Settings) -> None:
     """Create the core topics and expose metrics, before the app starts."""
     ensure_core_topics(settings)
     metrics.serve_metrics(settings.scheduler_metrics_port, settings.bind_host)
-    # faust leaves the client loggers at DEBUG: kafka-python's (topics, leaving the group) would build log
-    # records nobody prints
-    for noisy in ("aiokafka", "kafka"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # faust leaves kafka-python's logger (topics, leaving the group) at DEBUG: it would build log records
+    # nobody prints
+    logging.getLogger("kafka").setLevel(logging.WARNING)
     metrics.DEAD_LETTERS.labels(SERVICE)  # series exist before the first event
     for application in settings.applications:
         metrics.QUEUE_DEPTH.labels(application).set(0)

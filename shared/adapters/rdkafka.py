@@ -116,17 +116,23 @@ def assign_at_committed(consumer: Consumer, topic: str, partition: int, *, timeo
 
 
 def poll_messages(consumer: Consumer, *, timeout_s: float, max_messages: int) -> list[Message]:
-    """Up to ``max_messages`` that are ready, waiting at most ``timeout_s`` for the first.
+    """Up to ``max_messages`` that have arrived, waiting at most ``timeout_s`` for the first.
 
-    (``Consumer.consume`` would wait the whole timeout for a full batch.) Error events, such as a
-    broker that went away, are librdkafka's to retry: they are skipped here.
+    ``consume(n, 0)`` hands over what librdkafka has queued in one call (with a timeout it would wait for
+    a full batch). Error events, such as a broker that went away, are librdkafka's to retry: they are left
+    out; a fatal one raises.
     """
-    messages: list[Message] = []
-    message = consumer.poll(timeout_s)
-    while message is not None:
-        if message.error() is None:
-            messages.append(message)
-        if len(messages) >= max_messages:
-            break
-        message = consumer.poll(0)
-    return messages
+    messages = consumer.consume(max_messages, 0)
+    if not messages:
+        first = consumer.poll(timeout_s)
+        if first is None:
+            return []
+        messages = [first, *consumer.consume(max_messages - 1, 0)]
+    ready = []
+    for message in messages:
+        error = message.error()
+        if error is None:
+            ready.append(message)
+        elif error.fatal():
+            raise KafkaException(error)
+    return ready
