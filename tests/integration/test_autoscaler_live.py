@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -24,12 +25,15 @@ pytestmark = pytest.mark.integration
 SCHEDULER_PORT, AUTOSCALER_PORT = 19741, 19742
 ENV = {"MERIDIAN_APPLICATIONS": '{"vision": ["efficientnet-lite"]}', "MERIDIAN_LOCAL_DEVICE": "none",
        "MERIDIAN_AUTOSCALER_METRICS_PORT": str(AUTOSCALER_PORT), "MERIDIAN_AUTOSCALER_WORKER_PORT_BASE": "19750",
-       "MERIDIAN_LOAD_STATS_INTERVAL_S": "1.0", "MERIDIAN_INFAAS_SLACK_THRESHOLD": "1.5"}
+       "MERIDIAN_LOAD_STATS_INTERVAL_S": "1.0", "MERIDIAN_INFAAS_SLACK_THRESHOLD": "2.0"}
 SLO_MS = 500.0
 #: the rise: 20 to 180 queries/s over 90 s, then held. One machine serves about 100; with the paper's 5% of
 #: headroom (slack 1.05) the replica comes ~3 s before that machine is full and 0.7% of the rise missed here.
 #: With 30% the ask came 7 s before the first miss alone, but 3.5 s after it in a CI run sharing the host
-#: with the rest of the suite (a machine then serves less than its profile), so the autoscaler keeps 50%
+#: with the rest of the suite (a machine then serves less than its profile). With 50%, on a host 2-3x
+#: slower, a machine missed from ~78 queries/s on and its replica, asked for at ~70-78, came one boot later:
+#: 2.0-2.2% of the rise missed in both full runs of the suite (it passed alone). So the autoscaler keeps
+#: 100%, which asks at ~50 queries/s, some 15 s of the rise before one machine falls short.
 RISE_S, PEAK_QPS, HOLD_S = 90.0, 180.0, 10.0
 
 
@@ -41,6 +45,15 @@ def actions(kind: str) -> float:
 
 def within_slo(query: Query, result: Result, received: float) -> bool:
     return result.status is ResultStatus.OK and (received - query.sent_at) * 1000.0 <= SLO_MS
+
+
+def misses_by_time(missed: list[Query], results: dict, since: float) -> str:
+    """Where the misses fall, per 5 s of the rise, as late / not ok: what a failure needs to be read."""
+    late, not_ok = Counter(), Counter()
+    for query in missed:
+        result, _ = results[query.query_id]
+        (late if result.status is ResultStatus.OK else not_ok)[int((query.sent_at - since) // 5) * 5] += 1
+    return ", ".join(f"{t}-{t + 5} s: {late[t]} late / {not_ok[t]} not ok" for t in sorted(late | not_ok))
 
 
 def vision_query() -> Query:
@@ -86,11 +99,14 @@ def test_starts_a_worker_before_the_rise_misses_and_stops_it_after_the_fall_losi
             cost = read_metric(AUTOSCALER_PORT, "meridian_fleet_cost_dollars_per_hour")
             assert cost is not None and cost > 0
             # the machine was asked for before any query of the rise missed its SLO, and the SLO held
-            missed = [q.sent_at for q in rise if not within_slo(q, *client.results[q.query_id])]
+            missed_queries = [q for q in rise if not within_slo(q, *client.results[q.query_id])]
+            missed = [q.sent_at for q in missed_queries]
+            when = misses_by_time(missed_queries, client.results, rise_began)
             assert not missed or asked_at < min(missed), (
                 f"the first query of the rise missed {min(missed) - rise_began:.1f} s into it, before the autoscaler "
-                f"asked for a machine ({asked_at - rise_began:.1f} s); {len(missed)} of {len(rise)} missed")
-            assert len(missed) <= 0.01 * len(rise), f"{len(missed)} of {len(rise)} queries of the rise missed"
+                f"asked for a machine ({asked_at - rise_began:.1f} s); {len(missed)} of {len(rise)} missed: {when}")
+            assert len(missed) <= 0.01 * len(rise), (
+                f"{len(missed)} of {len(rise)} queries of the rise missed (asked at {asked_at - rise_began:.1f} s): {when}")
             stopped = actions("stop")
             wait_until(lambda: actions("stop") > stopped, 120, "the autoscaler to stop an idle worker",
                        list(autoscaled.processes.values()))
