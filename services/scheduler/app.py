@@ -26,10 +26,11 @@ from services.scheduler.feeds import start_feeds
 from services.scheduler.handlers import SchedulerHandlers
 from services.scheduler.publisher import Publisher
 from services.scheduler.query_reader import QueryReader
-from services.scheduler.setup import SchedulerApp, app_options, follow_topic
+from services.scheduler.setup import SchedulerApp, app_options, every, follow_topic
 from services.scheduler.switching import PolicySwitcher
 from shared.adapters import topics
 from shared.adapters.ramsis_store import policy_set_reader
+from shared.adapters.rdkafka import RdProducer
 from shared.catalogue import Catalogue
 from shared.policy.registry import BuildContext, build_policy, configured_policies, feeds_of
 from shared.serving import STEP_INTERVAL_S, CoreConfig, SchedulerCore
@@ -59,7 +60,7 @@ def build_app(settings: Settings) -> faust.App:
     core = make_core(settings, Catalogue.from_settings(settings))
     feeds = feeds_of(configured_policies(settings))
     switcher = PolicySwitcher(core, feeds=feeds, context=build_context(settings))
-    handlers = SchedulerHandlers(settings, core, Publisher(settings), switcher=switcher,
+    handlers = SchedulerHandlers(settings, core, Publisher(RdProducer(settings)), switcher=switcher,
                                  metadata=start_feeds(feeds, app, core, settings))
     reader = QueryReader(settings, on_batch=handlers.on_queries, on_revoked=handlers.release,
                          on_assigned=handlers.take_over, commit_points=handlers.commit_points)
@@ -90,7 +91,7 @@ def build_app(settings: Settings) -> faust.App:
         await follow(topics.CONTROL, SwitchPolicy.model_validate_json, handlers.on_switch,
                      on_invalid=handlers.refuse_control, from_start=True)
 
-    app.timer(interval=STEP_INTERVAL_S)(handlers.housekeeping)
+    every(app, STEP_INTERVAL_S, handlers.housekeeping)
     app.timer(interval=settings.load_stats_interval_s)(handlers.publish_load_statistics)
     app.task(handlers.publisher.serve_delivery_reports)
 
