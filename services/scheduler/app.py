@@ -26,7 +26,7 @@ from services.scheduler.feeds import start_feeds
 from services.scheduler.handlers import SchedulerHandlers
 from services.scheduler.publisher import Publisher
 from services.scheduler.query_reader import QueryReader
-from services.scheduler.setup import SchedulerApp, app_options, every, follow_topic
+from services.scheduler.setup import SchedulerApp, app_options, follow_topic
 from services.scheduler.switching import PolicySwitcher
 from shared.adapters import topics
 from shared.adapters.ramsis_store import policy_set_reader
@@ -91,7 +91,7 @@ def build_app(settings: Settings) -> faust.App:
         await follow(topics.CONTROL, SwitchPolicy.model_validate_json, handlers.on_switch,
                      on_invalid=handlers.refuse_control, from_start=True)
 
-    every(app, STEP_INTERVAL_S, handlers.housekeeping)
+    app.timer(interval=STEP_INTERVAL_S)(handlers.housekeeping)
     app.timer(interval=settings.load_stats_interval_s)(handlers.publish_load_statistics)
     app.task(handlers.publisher.serve_delivery_reports)
 

@@ -115,19 +115,6 @@ async def follow_topic(settings: Settings, topic: str, parse: Callable[[bytes], 
         consumer.close()
 
 
-def every(app: faust.App, interval_s: float, fun: Callable[[], Awaitable[None]]) -> None:
-    """Run ``fun`` every ``interval_s`` seconds, as a plain task of ``app``.
-
-    For the core's housekeeping every 50 ms: faust's timer (mode's drift accounting and tracing around each
-    call) cost an idle scheduler twice the housekeeping it ran."""
-    async def periodically() -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            await fun()
-
-    app.task(periodically)
-
-
 def partitions_of(consumer: Consumer, topic: str, timeout_s: float = 30.0) -> list[int]:
     metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
     if metadata.error is not None:
