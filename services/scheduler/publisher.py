@@ -7,8 +7,9 @@ queries it stands for be acknowledged, their offsets committed.
 
 The event loop serves librdkafka's delivery reports every 5 ms while a send awaits its report, and not at
 all while none does: polling every 5 ms regardless was 200 wake-ups a second on an idle scheduler. A
-thread of its own waiting in librdkafka for reports was as cheap idle, but in its one run at 1,000 q/s the
-p99 of `make bench-pipeline`'s added latency was 587 ms, against 120-189 ms polling from the loop.
+thread of its own waiting in librdkafka for reports was as cheap idle, but its one run at 1,000 q/s (beside
+another change, since reverted) gave `make bench-pipeline`'s added latency a p99 of 587 ms, against
+120-189 ms polling from the loop.
 """
 from __future__ import annotations
 
