@@ -27,8 +27,6 @@ REPORTS_INTERVAL_S = 0.005
 class Publisher:
     def __init__(self, producer: RdProducer) -> None:
         self._producer = producer
-        #: sends whose delivery report has not been served
-        self._awaited = 0
         self._sending = asyncio.Event()
 
     def send(self, topic: str, value: bytes, key: bytes | None = None) -> asyncio.Future[None]:
@@ -36,7 +34,6 @@ class Publisher:
         written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def report(error: KafkaError | None, _: Message) -> None:  # on this thread, from a poll
-            self._awaited -= 1
             if written.done():
                 return
             if error is None:
@@ -44,14 +41,13 @@ class Publisher:
             else:
                 written.set_exception(KafkaException(error))
 
-        self._awaited += 1
         self._sending.set()
         self._producer.send(topic, value=value, key=key, on_delivery=report)
         return written
 
     async def serve_delivery_reports(self) -> None:
         while True:
-            if self._awaited == 0:
+            if not self._producer.unreported():
                 self._sending.clear()
                 await self._sending.wait()
             await asyncio.sleep(REPORTS_INTERVAL_S)

@@ -68,6 +68,10 @@ class RdProducer:
         """Serve the delivery reports that have arrived, without waiting."""
         self._producer.poll(0)
 
+    def unreported(self) -> int:
+        """Messages sent whose delivery report has not been served yet (librdkafka's own count)."""
+        return len(self._producer)
+
     def flush(self, timeout: float | None = None) -> None:
         self._producer.flush(-1 if timeout is None else timeout)
 

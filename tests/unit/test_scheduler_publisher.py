@@ -27,6 +27,9 @@ class StandInProducer:
         self.answered += [(report, error) for report in self.unanswered]
         self.unanswered.clear()
 
+    def unreported(self) -> int:
+        return len(self.unanswered) + len(self.answered)
+
     def poll(self) -> None:
         self.polls += 1
         reports, self.answered = self.answered, []
