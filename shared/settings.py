@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     #: a worker whose batch is predicted to finish within this is sent its next batch already, so it does
     #: not idle while batches and their ends travel over Kafka (about one dispatch round trip)
     pipeline_lead_ms: float = Field(default=15.0, ge=0.0)
+    #: ... behind a batch that was not full too (machines whose batch time grows with its rows: on make
+    #: bench-cost's CPU machines one-row batches otherwise leave a machine idle up to a quarter of the time)
+    pipeline_partial_batches: bool = False
     #: clients and services share one time domain (NTP): a query's ``sent_at`` more than this ahead of the
     #: scheduler's clock, or this far off its Kafka record's timestamp, is rejected
     max_clock_skew_s: float = Field(default=5.0, gt=0.0)

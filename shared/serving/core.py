@@ -70,6 +70,9 @@ class CoreConfig:
     #: batch already (at most two in flight), so that it does not idle while a batch travels to it and its
     #: end travels back; 0: one batch at a time (the simulator, whose messages take no time)
     pipeline_lead_s: float = 0.0
+    #: ... behind a batch that was not full too: for machines whose batch time grows with its rows, where
+    #: a bigger batch gains nothing and the idle round trip costs a share of every small batch
+    pipeline_partial_batches: bool = False
     #: judge the work queued ahead of a query by what a busy worker's batches were seen to take beyond
     #: their profiled compute: live, Kafka and the host add to every batch
     learn_service_rate: bool = False
@@ -90,7 +93,8 @@ class CoreConfig:
                    transport_quantile=settings.transport_quantile,
                    transport_prior_s=settings.transport_prior_ms / 1000.0,
                    transport_max_share=settings.transport_max_share,
-                   pipeline_lead_s=settings.pipeline_lead_ms / 1000.0, learn_service_rate=True,
+                   pipeline_lead_s=settings.pipeline_lead_ms / 1000.0,
+                   pipeline_partial_batches=settings.pipeline_partial_batches, learn_service_rate=True,
                    worker_timeout_s=settings.worker_timeout_s, batch_id_prefix=batch_id_prefix,
                    max_clock_skew_s=settings.max_clock_skew_s, duplicate_window_s=settings.duplicate_window_s)
 
@@ -126,7 +130,7 @@ class TrackedWorker:
     #: busy (moving average)
     overhead_s: float = 0.0
 
-    def view(self, now_s: float, lead_s: float) -> WorkerView:
+    def view(self, now_s: float, lead_s: float, partial: bool = False) -> WorkerView:
         if not self.inflight:
             if self.idle_view is None:
                 self.idle_view = WorkerView(self.worker_id, self.device, self.variants, 0, 0.0, self.available_at_s,
@@ -134,18 +138,19 @@ class TrackedWorker:
             return self.idle_view
         finish = self.busy_until_s
         # a worker about to finish takes its next batch now: to the policy it is free from ``finish`` on
-        inflight = 0 if self.takes_next(now_s, lead_s) else len(self.inflight)
+        inflight = 0 if self.takes_next(now_s, lead_s, partial) else len(self.inflight)
         return WorkerView(self.worker_id, self.device, self.variants, inflight,
                           max(0.0, finish - now_s) * 1000.0, finish, self.max_batch)
 
-    def takes_next(self, now_s: float, lead_s: float) -> bool:
+    def takes_next(self, now_s: float, lead_s: float, partial: bool = False) -> bool:
         """May it be sent a batch now: nothing in flight, or one full batch about to finish (a batch that
-        was not full took all the work there was: what arrives since is better batched after it ends)."""
+        was not full took all the work there was: what arrives since is better batched after it ends),
+        or with ``partial`` any batch about to finish."""
         if not self.inflight:
             return True
         if len(self.inflight) > 1 or self.busy_until_s - now_s > lead_s:
             return False
-        return next(iter(self.inflight.values())).rows >= self.max_batch
+        return partial or next(iter(self.inflight.values())).rows >= self.max_batch
 
 
 class Dispatch(NamedTuple):
@@ -191,6 +196,9 @@ class SchedulerCore:
         self.workers: dict[str, TrackedWorker] = {}
         #: how many workers compute for real (queries without inputs may not go there)
         self._real_workers = 0
+        #: variants a query without inputs may be served by: never loaded on a real worker, whose first such
+        #: load would turn every later query of theirs into a rejection
+        self._inputless_variants: set[str] = set()
         #: ids of the workers with nothing in flight
         self._idle: set[str] = set()
         self._clock = clock
@@ -207,6 +215,7 @@ class SchedulerCore:
         self._recent: OrderedDict[str, tuple[float, Hashable | None]] = OrderedDict()
         self._batches = 0
         self.transport = TransportBudget(quantile=config.transport_quantile, prior_s=config.transport_prior_s)
+        self._pipelining = (config.pipeline_lead_s, config.pipeline_partial_batches)
 
     @property
     def catalogue(self) -> Catalogue:
@@ -249,8 +258,10 @@ class SchedulerCore:
         candidates = self._accepting(resolution.candidates, query.inputs)
         if isinstance(candidates, str):
             return Rejection(candidates)
-        if query.inputs is None and self._real_workers and self._real_device_hosts(candidates):
-            return Rejection("query has no `inputs` and a real (non-emulated) device may serve it")
+        if query.inputs is None:
+            if self._real_workers and self._real_device_hosts(candidates):
+                return Rejection("query has no `inputs` and a real (non-emulated) device may serve it")
+            self._inputless_variants.update(candidates)
         self._remember(query.query_id, now, delivery)
         arrival = min(query.sent_at, now)
         reserve = self._reserve_s(query.slo_ms)
@@ -301,13 +312,13 @@ class SchedulerCore:
             self._idle.add(worker_id)
             self._real_workers += not emulated
             self._forget_capacity()
-            self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
+            self.policy.on_worker_joined(record.view(now, *self._pipelining))
             return
         record.last_seen_s = now
         if (record.variants, record.max_batch) != (variants, max_batch):
             record.variants, record.max_batch, record.idle_view = variants, max_batch, None
             self._forget_capacity()
-            self.policy.on_worker_joined(record.view(now, self.config.pipeline_lead_s))
+            self.policy.on_worker_joined(record.view(now, *self._pipelining))
 
     def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None,
                        started_s: float | None = None) -> None:
@@ -363,7 +374,7 @@ class SchedulerCore:
         hosted.add(variant) if loaded else hosted.discard(variant)
         record.variants, record.idle_view = tuple(sorted(hosted)), None
         self._forget_capacity()
-        self.policy.on_worker_joined(record.view(self._clock(), self.config.pipeline_lead_s))
+        self.policy.on_worker_joined(record.view(self._clock(), *self._pipelining))
 
     def worker_lost(self, worker_id: str) -> None:
         """Forget the worker; its unfinished queries go back to the head of the queue.
@@ -424,16 +435,15 @@ class SchedulerCore:
         loads: list[tuple[str, str]] = []
         for item in hopeless:
             self.policy.on_query_removed(item.pending.query_id)
-        lead = self.config.pipeline_lead_s
         for _ in range(len(self.workers) + 1):
             if not self.queue.items or not self._any_takes_next(now):
                 break
-            decision = self.policy.decide(now, self.queue.view,
-                                          [w.idle_view or w.view(now, lead) for w in self.workers.values()])
+            views = [w.idle_view or w.view(now, *self._pipelining) for w in self.workers.values()]
+            decision = self.policy.decide(now, self.queue.view, views)
             if not decision:
                 break
             if decision.loads:
-                loads.extend((w, v) for w, v in decision.loads if w in self.workers)
+                loads.extend((w, v) for w, v in decision.loads if self._may_load(w, v))
             if decision.dropped:
                 dropped.extend((self.queue.pop(query_id), reason) for query_id, reason in decision.dropped)
             for assignment in decision.assignments:
@@ -451,13 +461,13 @@ class SchedulerCore:
     def _any_takes_next(self, now: float) -> bool:
         if self._idle:
             return True
-        lead = self.config.pipeline_lead_s
-        return lead > 0.0 and any(w.takes_next(now, lead) for w in self.workers.values())
+        return self.config.pipeline_lead_s > 0.0 and any(w.takes_next(now, *self._pipelining)
+                                                         for w in self.workers.values())
 
     def _dispatch(self, assignment: Assignment, now: float) -> Dispatch:
         worker = self.workers.get(assignment.worker_id)
         variant = assignment.variant
-        if worker is None or not worker.takes_next(now, self.config.pipeline_lead_s) or variant not in worker.variants:
+        if worker is None or not worker.takes_next(now, *self._pipelining) or variant not in worker.variants:
             raise ValueError(f"assignment {assignment!r} to an unknown, busy or unfit worker")
         items = [self.queue.pop(query_id) for query_id in assignment.query_ids]
         rows = 0
@@ -488,6 +498,10 @@ class SchedulerCore:
                 self._resolutions.clear()
             self._resolutions[key] = resolution
         return resolution
+
+    def _may_load(self, worker_id: str, variant: str) -> bool:
+        worker = self.workers.get(worker_id)
+        return worker is not None and (worker.emulated or variant not in self._inputless_variants)
 
     def _real_device_hosts(self, variants: tuple[str, ...]) -> bool:
         return any(not w.emulated and not set(w.variants).isdisjoint(variants) for w in self.workers.values())

@@ -113,9 +113,11 @@ def hop_records(answers: Mapping[str, tuple[Result, float]]) -> list[HopRecord]:
 def fit_transport(records: Iterable[HopRecord]) -> TransportModel:
     """Fit each hop from answered queries (see the module docstring for what each hop spans).
 
-    ``to_worker`` counts once per batch. ``batch_overhead`` counts a batch only if it was dispatched at
-    least `WAITING_S` before the batch ahead of it on its worker finished: it was waiting in the
-    worker's topic, so the worker was never idle in the gap.
+    ``to_worker`` counts once per batch, and only a batch dispatched after its worker had sent the last
+    answer of the batch before: one sent sooner was read once that batch was done, so its read measures the
+    batch ahead, not the hop. ``batch_overhead`` counts a batch only if it was dispatched at least
+    `WAITING_S` before the batch ahead of it on its worker finished: it was waiting in the worker's
+    topic, so the worker was never idle in the gap.
     """
     records = list(records)
     batches: dict[tuple[str, str], list[HopRecord]] = {}
@@ -126,14 +128,17 @@ def fit_transport(records: Iterable[HopRecord]) -> TransportModel:
         sent = sorted(r.result_sent for r in members)
         publish += np.diff([members[0].compute_finished, *sent]).tolist()
         by_worker.setdefault(worker, []).append((members[0], sent[-1]))
-    overheads = []
+    overheads, to_worker = [], []
     for runs in by_worker.values():
         runs.sort(key=lambda pair: pair[0].compute_started)
+        to_worker.append(runs[0][0].worker_received - runs[0][0].dispatched)
         for (before, last_sent), (after, _) in zip(runs, runs[1:]):
             if after.dispatched <= before.compute_finished - WAITING_S:
                 overheads.append(after.compute_started - last_sent)
+            if after.dispatched >= last_sent:
+                to_worker.append(after.worker_received - after.dispatched)
     return TransportModel(
         to_scheduler=HopLatency.fit([r.scheduler_received - r.client_sent for r in records]),
-        to_worker=HopLatency.fit([members[0].worker_received - members[0].dispatched for members in batches.values()]),
+        to_worker=HopLatency.fit(to_worker),
         publish_per_row=HopLatency.fit(publish), batch_overhead=HopLatency.fit(overheads),
         to_client=HopLatency.fit([r.client_received - r.result_sent for r in records]))

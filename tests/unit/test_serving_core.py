@@ -9,6 +9,7 @@ import pytest
 from schemas import BatchFinished, BatchRefused, Query, WorkerHeartbeat, WorkerStopped, position
 from services.scheduler.messages import Received, dispatch_batch, dropped
 from shared.catalogue import Catalogue
+from shared.policy.base import DispatchDecision, DispatchPolicy
 from shared.policy.fcfs import FcfsDispatch
 from shared.profiles import DeviceType, ProfileSet, VariantProfile
 from shared.serving import CoreConfig, SchedulerCore
@@ -35,15 +36,16 @@ class Clock:
 class Harness:
     """A core on a hand-moved clock, spoken to as the live scheduler speaks to it."""
 
-    def __init__(self, **options: float) -> None:
+    def __init__(self, policy: DispatchPolicy | None = None, **options: float) -> None:
         self.clock = Clock()
         self.offsets = itertools.count()  # the queries topic, as the scheduler reads it
-        self.core = SchedulerCore(FcfsDispatch(), Catalogue(PROFILES, {"app": ["fam"]}),
+        self.core = SchedulerCore(policy or FcfsDispatch(), Catalogue(PROFILES, {"app": ["fam"]}),
                                   CoreConfig(drop_after_slo_multiple=options.get("drop", 5.0),
                                              worker_timeout_s=options.get("timeout", 3.0),
                                              max_clock_skew_s=options.get("skew", 5.0),
                                              duplicate_window_s=options.get("window", 600.0),
                                              pipeline_lead_s=options.get("lead", 0.0),
+                                             pipeline_partial_batches=bool(options.get("partial", False)),
                                              learn_service_rate=options.get("learn", False),
                                              transport_prior_s=options.get("margin", 0.0)), clock=self.clock)
 
@@ -307,10 +309,34 @@ def test_inputs_must_match_the_models_row_shape_and_dtype() -> None:
     assert "of int64" in typed
 
 
-@pytest.mark.parametrize("lead, rows, pipelined", [(0.0, 8, False), (0.015, 8, False), (0.025, 8, True),
-                                                   (0.025, 4, False)])
-def test_a_worker_about_to_finish_a_full_batch_is_sent_its_next_within_the_pipeline_lead(lead, rows, pipelined):
-    core = Harness(lead=lead)
+class LoadingEverywhere(FcfsDispatch):
+    """First come first served, asking for ``large`` on every worker (as INFaaS asks for an Inactive match)."""
+
+    def decide(self, now_s, queue, workers) -> DispatchDecision:
+        decision = super().decide(now_s, queue, workers)
+        return DispatchDecision(decision.assignments, decision.dropped,
+                                loads=tuple((w.worker_id, "large") for w in workers))
+
+
+@pytest.mark.parametrize("with_inputs, loaded", [(False, ["emu"]), (True, ["emu", "real"])])
+def test_a_variant_queries_without_inputs_use_is_never_loaded_on_a_real_worker(with_inputs, loaded) -> None:
+    core = Harness(LoadingEverywhere())
+    core.event(heartbeat("emu", emulated=True), 0.0)
+    core.event(heartbeat("real", variants=()), 0.0)
+    inputs = encode(np.zeros((1, 4), np.float32)) if with_inputs else None
+    assert core.admit(make_query("q1", inputs=inputs), 1.0) is None
+    step = core.step(1.0)
+    assert len(step.dispatches) == 1
+    # once the real worker held it, every query of the application without inputs would be rejected
+    assert sorted(worker for worker, variant in step.loads) == loaded
+
+
+@pytest.mark.parametrize("lead, rows, partial, pipelined", [
+    (0.0, 8, False, False), (0.015, 8, False, False), (0.025, 8, False, True), (0.025, 4, False, False),
+    (0.025, 4, True, True), (0.015, 4, True, False), (0.0, 4, True, False)])
+def test_a_worker_about_to_finish_a_full_batch_is_sent_its_next_within_the_pipeline_lead(lead, rows, partial,
+                                                                                        pipelined):
+    core = Harness(lead=lead, partial=partial)
     core.event(heartbeat("w1", variants=("large",)), 0.0)
     query = make_query("q1", slo_ms=100.0, model="large", batch_size=rows,
                        inputs=encode(np.zeros((rows, 4), np.float32)))
@@ -318,9 +344,9 @@ def test_a_worker_about_to_finish_a_full_batch_is_sent_its_next_within_the_pipel
     assert len(core.batches(1.0)) == 1  # large takes 20 ms for up to 8 rows: predicted to finish at 1.020
     core.admit(make_query("q2", slo_ms=100.0, model="large"), 1.001, "t2")
     second = core.batches(1.001)  # 19 ms before the first batch ends
-    assert len(second) == int(pipelined), "only a full batch tells there is more work than one batch"
+    assert len(second) == int(pipelined), "only a full batch tells there is more work, unless told otherwise"
     if pipelined:
-        view = core.core.workers["w1"].view(1.001, lead)
+        view = core.core.workers["w1"].view(1.001, lead, partial)
         assert view.inflight == 2 and view.available_at_s == pytest.approx(1.025), "queued after the first"
 
 

@@ -279,7 +279,8 @@ def simulate_autoscaling(
         by then count as violations.
     monitor : window and thresholds of the tracker's and the daemon's monitors (default: the live
         settings' defaults); give the autoscaler the same latency budget, as the live service does.
-    core : the scheduler core's drop rule (default: the live default).
+    core : the scheduler core's settings (default `CoreConfig()`: an ideal machine's, one batch at a time per
+        worker; a replay of a live run gives the live scheduler's, `services.replay.comparison.sim_config`).
     heartbeat_interval_s : how often workers heartbeat (live default 1 s).
     load_stats_interval_s : how often the scheduler publishes load statistics (live default 2 s).
     transport : Kafka's hops (`shared.sim.transport.fit_transport` of a live run); None: an ideal machine.
