@@ -130,7 +130,7 @@ class TrackedWorker:
     #: busy (moving average)
     overhead_s: float = 0.0
 
-    def view(self, now_s: float, lead_s: float, partial: bool = False) -> WorkerView:
+    def view(self, now_s: float, config: CoreConfig) -> WorkerView:
         if not self.inflight:
             if self.idle_view is None:
                 self.idle_view = WorkerView(self.worker_id, self.device, self.variants, 0, 0.0, self.available_at_s,
@@ -138,19 +138,19 @@ class TrackedWorker:
             return self.idle_view
         finish = self.busy_until_s
         # a worker about to finish takes its next batch now: to the policy it is free from ``finish`` on
-        inflight = 0 if self.takes_next(now_s, lead_s, partial) else len(self.inflight)
+        inflight = 0 if self.takes_next(now_s, config) else len(self.inflight)
         return WorkerView(self.worker_id, self.device, self.variants, inflight,
                           max(0.0, finish - now_s) * 1000.0, finish, self.max_batch)
 
-    def takes_next(self, now_s: float, lead_s: float, partial: bool = False) -> bool:
-        """May it be sent a batch now: nothing in flight, or one full batch about to finish (a batch that
-        was not full took all the work there was: what arrives since is better batched after it ends),
-        or with ``partial`` any batch about to finish."""
+    def takes_next(self, now_s: float, config: CoreConfig) -> bool:
+        """May it be sent a batch now: nothing in flight, or one full batch about to finish within the
+        pipeline lead (a batch that was not full took all the work there was: what arrives since is better
+        batched after it ends), or any batch about to finish with ``pipeline_partial_batches``."""
         if not self.inflight:
             return True
-        if len(self.inflight) > 1 or self.busy_until_s - now_s > lead_s:
+        if len(self.inflight) > 1 or self.busy_until_s - now_s > config.pipeline_lead_s:
             return False
-        return partial or next(iter(self.inflight.values())).rows >= self.max_batch
+        return config.pipeline_partial_batches or next(iter(self.inflight.values())).rows >= self.max_batch
 
 
 class Dispatch(NamedTuple):
@@ -215,7 +215,6 @@ class SchedulerCore:
         self._recent: OrderedDict[str, tuple[float, Hashable | None]] = OrderedDict()
         self._batches = 0
         self.transport = TransportBudget(quantile=config.transport_quantile, prior_s=config.transport_prior_s)
-        self._pipelining = (config.pipeline_lead_s, config.pipeline_partial_batches)
 
     @property
     def catalogue(self) -> Catalogue:
@@ -312,13 +311,13 @@ class SchedulerCore:
             self._idle.add(worker_id)
             self._real_workers += not emulated
             self._forget_capacity()
-            self.policy.on_worker_joined(record.view(now, *self._pipelining))
+            self.policy.on_worker_joined(record.view(now, self.config))
             return
         record.last_seen_s = now
         if (record.variants, record.max_batch) != (variants, max_batch):
             record.variants, record.max_batch, record.idle_view = variants, max_batch, None
             self._forget_capacity()
-            self.policy.on_worker_joined(record.view(now, *self._pipelining))
+            self.policy.on_worker_joined(record.view(now, self.config))
 
     def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None,
                        started_s: float | None = None) -> None:
@@ -374,7 +373,7 @@ class SchedulerCore:
         hosted.add(variant) if loaded else hosted.discard(variant)
         record.variants, record.idle_view = tuple(sorted(hosted)), None
         self._forget_capacity()
-        self.policy.on_worker_joined(record.view(self._clock(), *self._pipelining))
+        self.policy.on_worker_joined(record.view(self._clock(), self.config))
 
     def worker_lost(self, worker_id: str) -> None:
         """Forget the worker; its unfinished queries go back to the head of the queue.
@@ -438,8 +437,8 @@ class SchedulerCore:
         for _ in range(len(self.workers) + 1):
             if not self.queue.items or not self._any_takes_next(now):
                 break
-            views = [w.idle_view or w.view(now, *self._pipelining) for w in self.workers.values()]
-            decision = self.policy.decide(now, self.queue.view, views)
+            decision = self.policy.decide(now, self.queue.view,
+                                          [w.idle_view or w.view(now, self.config) for w in self.workers.values()])
             if not decision:
                 break
             if decision.loads:
@@ -461,13 +460,12 @@ class SchedulerCore:
     def _any_takes_next(self, now: float) -> bool:
         if self._idle:
             return True
-        return self.config.pipeline_lead_s > 0.0 and any(w.takes_next(now, *self._pipelining)
-                                                         for w in self.workers.values())
+        return self.config.pipeline_lead_s > 0.0 and any(w.takes_next(now, self.config) for w in self.workers.values())
 
     def _dispatch(self, assignment: Assignment, now: float) -> Dispatch:
         worker = self.workers.get(assignment.worker_id)
         variant = assignment.variant
-        if worker is None or not worker.takes_next(now, *self._pipelining) or variant not in worker.variants:
+        if worker is None or not worker.takes_next(now, self.config) or variant not in worker.variants:
             raise ValueError(f"assignment {assignment!r} to an unknown, busy or unfit worker")
         items = [self.queue.pop(query_id) for query_id in assignment.query_ids]
         rows = 0

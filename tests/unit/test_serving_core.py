@@ -346,7 +346,7 @@ def test_a_worker_about_to_finish_a_full_batch_is_sent_its_next_within_the_pipel
     second = core.batches(1.001)  # 19 ms before the first batch ends
     assert len(second) == int(pipelined), "only a full batch tells there is more work, unless told otherwise"
     if pipelined:
-        view = core.core.workers["w1"].view(1.001, lead, partial)
+        view = core.core.workers["w1"].view(1.001, core.core.config)
         assert view.inflight == 2 and view.available_at_s == pytest.approx(1.025), "queued after the first"
 
 
