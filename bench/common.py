@@ -1,7 +1,9 @@
-"""Shared by the benchmarks: where results go and how they are printed."""
+"""Shared by the benchmarks: where results go and how they are printed, and where a machine's CPU went."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,3 +28,29 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
     print(text)
     print(f"wrote {path}")
     return path
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far, every thread included (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CoreShares:
+    """The cores each process used from now until `cores` is asked: on a machine whose cores the broker, the
+    scheduler, the workers and the bench's own load share, which of them a ceiling runs into.
+
+    ``pids``: name -> process id; the bench's own process is counted as ``load generator``."""
+
+    LOAD_GENERATOR = "load generator"
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = {**pids, self.LOAD_GENERATOR: os.getpid()}
+        self.before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.began = time.monotonic()
+
+    def cores(self) -> tuple[dict[str, float], float]:
+        """Cores per process since the start, and the wall seconds since."""
+        wall_s = time.monotonic() - self.began
+        return ({name: round((cpu_seconds(pid) - self.before[name]) / wall_s, 3) for name, pid in self.pids.items()},
+                wall_s)

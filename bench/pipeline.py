@@ -2,9 +2,10 @@
 the scheduler's ceiling.
 
 1. Added latency at 200 and at 1,000 queries/s with two real onnxruntime workers: per query, (result
-   received by the client - client send) - (compute finished - compute started); p50 and p99. The
-   simulator's hop model (`shared.sim.transport.fit_transport`) fitted on the 200 q/s answers. Then 10 s
-   more of each load, sampled by py-spy (`bench.stage_profile`): the scheduler's CPU µs per query by stage.
+   received by the client - client send) - (compute finished - compute started); p50 and p99; and the
+   cores each process used meanwhile (as in 4). The simulator's hop model
+   (`shared.sim.transport.fit_transport`) fitted on the 200 q/s answers. Then 10 s more of each load,
+   sampled by py-spy (`bench.stage_profile`): the scheduler's CPU µs per query by stage.
 2. Overload: three times one emulated worker's measured capacity for a minute (the ``overload`` fault
    drill): goodput (``ok`` within SLO per second, at the client) against that capacity, the late share
    of answers, drops, the scheduler's memory and consumer lag, per second; drawn into
@@ -15,7 +16,9 @@ the scheduler's ceiling.
 4. Scheduler ceiling: offered rates rise step by step with workers that emulate the measured CPU profile
    (no payload), until the scheduler no longer keeps up: a rate is sustained when answers arrive at >= 95%
    of the rate actually sent and queries entering in the last quarter of the step waited in the scheduler
-   no longer (p50) than 50 ms. ``scheduler_max_qps`` is the highest sustained rate.
+   no longer (p50) than 50 ms. ``scheduler_max_qps`` is the highest sustained rate. Per step, the cores
+   each process used (the scheduler, the workers, the broker and this bench's own load and answers): the
+   machine's cores are shared, and they say which of them a failed step ran out of.
 """
 from __future__ import annotations
 
@@ -27,14 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import RESULTS_DIR, write_result
+from bench.common import RESULTS_DIR, CoreShares, write_result
 from bench.kafka_clients import CANDIDATES, format_table, measure_clients
 from bench.stage_profile import StageProfile
 from bench.stage_profile import format_table as format_stages
 from schemas import Query, ResultStatus
 from services.drills.load import DrillOutcome
 from services.drills.scenarios import DRILLS, DrillConfig
-from services.launcher import LocalLauncher
+from services.launcher import LocalLauncher, ManagedProcess
 from services.stack import LocalStack
 from shared.adapters.client import MeridianClient
 from shared.profiles import ProfileSet
@@ -87,11 +90,14 @@ def added_latency(stack: LocalStack, launcher: LocalLauncher, variants: list[str
         launcher.start_worker(f"bench-real-{index}", variants=variants[:1], metrics_port=29302 + index)
     launcher.wait_for_workers(scheduler, 2, timeout_s=120)
     per_rate, cpu = {}, {}
+    pids, workers = watched(stack, launcher, scheduler)
     with MeridianClient(stack.settings()) as client:
         warm_up(client, rows=rows, model=variants[0])
         for index, rate in enumerate(rates):
+            shares = CoreShares({**pids, **workers})
             sent, _ = send_poisson(client, rate, duration_s, rows=rows, rng=np.random.default_rng(2 + index),
                                    model=variants[0])
+            cores, _ = shares.cores()
             client.wait_for(sent, timeout_s=60)
             added = []
             for query_id in sent:
@@ -106,7 +112,7 @@ def added_latency(stack: LocalStack, launcher: LocalLauncher, variants: list[str
                 transport = fit_transport(hop_records({q: client.results[q] for q in sent if q in client.results}))
             per_rate[rate] = {"p50_ms": round(float(np.percentile(added_ms, 50)), 3),
                               "p99_ms": round(float(np.percentile(added_ms, 99)), 3),
-                              "answered_ok": len(added), "sent": len(sent)}
+                              "answered_ok": len(added), "sent": len(sent), "cores": by_role(cores, workers)}
             print(f"added latency at {rate:g} q/s: {per_rate[rate]}", flush=True)
             # sampled apart from the measured run: py-spy pauses the scheduler for each sample
             profile = StageProfile(scheduler.popen.pid, launcher.log_dir / f"scheduler-{rate:g}qps.txt")
@@ -168,12 +174,15 @@ def scheduler_ceiling(stack: LocalStack, launcher: LocalLauncher, variant: str, 
                               emulate="cpu-1t")
     launcher.wait_for_workers(scheduler, 2, timeout_s=120)
     steps, best = [], 0.0
+    pids, workers = watched(stack, launcher, scheduler)
     with MeridianClient(stack.settings()) as client:
         for index, rate in enumerate(rates):
             if index == 0:
                 warm_up(client, rows=None, model=variant)
+            shares = CoreShares({**pids, **workers})
             sent, duration = send_poisson(client, rate, step_s, rows=None, rng=np.random.default_rng(10 + index),
                                           model=variant)
+            cores, wall_s = shares.cores()
             client.wait_for(sent, timeout_s=30)
             answered = [client.results[q][0] for q in sent if q in client.results]
             ok = [r for r in answered if r.status is ResultStatus.OK]
@@ -182,7 +191,9 @@ def scheduler_ceiling(stack: LocalStack, launcher: LocalLauncher, variant: str, 
                           if r.timestamps.client_sent >= cutoff]
             step = {"offered_qps": rate, "sent_qps": round(len(sent) / duration, 1),
                     "answered_ok_qps": round(len(ok) / duration, 1),
-                    "late_queue_wait_ms_p50": round(float(np.median(late_waits)) * 1000.0, 2) if late_waits else None}
+                    "late_queue_wait_ms_p50": round(float(np.median(late_waits)) * 1000.0, 2) if late_waits else None,
+                    "scheduler_cpu_us_per_query": round(cores["scheduler"] * wall_s / len(sent) * 1e6, 1),
+                    "cores": by_role(cores, workers)}
             sustained = (len(ok) >= 0.95 * len(sent) and late_waits and step["late_queue_wait_ms_p50"] <= 50.0)
             step["sustained"] = bool(sustained)
             steps.append(step)
@@ -192,6 +203,19 @@ def scheduler_ceiling(stack: LocalStack, launcher: LocalLauncher, variant: str, 
             best = step["sent_qps"]
     launcher.stop_all()
     return best, steps
+
+
+def watched(stack: LocalStack, launcher: LocalLauncher, scheduler: ManagedProcess
+            ) -> tuple[dict[str, int], dict[str, int]]:
+    """Process ids for `CoreShares`: the scheduler's and the broker's, and the workers' by name."""
+    workers = {name: process.popen.pid for name, process in launcher.processes.items() if name != scheduler.name}
+    return {"scheduler": scheduler.popen.pid, "kafka": stack.kafka_node_pid(1)}, workers
+
+
+def by_role(cores: dict[str, float], workers: dict[str, int]) -> dict[str, float]:
+    """`CoreShares.cores` with the workers summed."""
+    return {**{name: used for name, used in cores.items() if name not in workers},
+            "workers": round(sum(cores[name] for name in workers), 3)}
 
 
 def floor_hop_ms_p50(clients: list[dict]) -> dict[str, float]:

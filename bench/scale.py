@@ -15,14 +15,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import resource
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import RESULTS_DIR, save_figure, write_result
+from bench.common import RESULTS_DIR, cpu_seconds, save_figure, write_result
 from schemas import Query
 from services.drills.load import run_drill
 from services.drills.scenarios import DrillConfig, leader_kill
@@ -47,17 +46,6 @@ def tenant_queries() -> Callable[[], Query]:
                          batch_size=1, sent_at=time.time())
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a live process (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def throughput(stack: LocalStack, log_dir: Path, schedulers: int) -> dict:
     """Answers within SLO per second with ``schedulers`` scheduler processes, and where the CPU went."""
     settings = stack.settings().model_copy(update={"applications": json.loads(ENV["MERIDIAN_APPLICATIONS"])})
@@ -76,12 +64,12 @@ def throughput(stack: LocalStack, log_dir: Path, schedulers: int) -> dict:
         pids = {name: process.popen.pid for name, process in launcher.processes.items()}
         pids["kafka"] = stack.kafka_node_pid(1) or 0
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        client_before, wall_before = own_cpu_seconds(), time.monotonic()
+        client_before, wall_before = cpu_seconds(os.getpid()), time.monotonic()
         outcome = run_drill(settings, tenant_queries(), rate_qps=OFFERED_QPS, duration_s=DURATION_S,
                             fault_at_s=0.0, inject=lambda: None, settle_s=60.0)
         wall_s = time.monotonic() - wall_before
         cpu = {name: round(cpu_seconds(pid) - before[name], 1) for name, pid in pids.items()}
-        cpu["client (this bench: load and answers)"] = round(own_cpu_seconds() - client_before, 1)
+        cpu["client (this bench: load and answers)"] = round(cpu_seconds(os.getpid()) - client_before, 1)
     good = round(outcome.within_slo_fraction * outcome.sent, 0)
     return {"answered_within_slo_qps": round(good / DURATION_S, 1), "sent": outcome.sent,
             "answered": outcome.answered, "dropped": outcome.dropped, "lost": outcome.lost,

@@ -11,13 +11,14 @@ overstates the CPU.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+
+from bench.common import cpu_seconds
 
 RATE_HZ = 100
 
@@ -52,14 +53,14 @@ class StageProfile:
         if executable is None:
             raise RuntimeError("py-spy is not installed: `make install-dev` installs it")
         self.out, self.pid = out, pid
-        self.cpu_s_before = process_cpu_s(pid)
+        self.cpu_s_before = cpu_seconds(pid)
         self.process = subprocess.Popen(
             [executable, "record", "--pid", str(pid), "--rate", str(RATE_HZ), "--format", "raw", "--output", str(out)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def cpu_us_per_query(self, queries: int) -> dict[str, float]:
         """End the recording (py-spy writes what it sampled on SIGINT) and divide by ``queries``."""
-        cpu_s = process_cpu_s(self.pid) - self.cpu_s_before
+        cpu_s = cpu_seconds(self.pid) - self.cpu_s_before
         self.process.send_signal(signal.SIGINT)
         try:
             self.process.wait(timeout=60)
@@ -73,12 +74,6 @@ class StageProfile:
         counted = max(1, sum(samples.values()))
         return {**{stage: round(total_us * samples[stage] / counted, 1) for stage in STAGES},
                 "total": round(total_us, 1), "samples": sum(samples.values())}
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far, every thread included (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stage_samples(collapsed: str) -> Counter[str]:
