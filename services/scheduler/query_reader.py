@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, TypeVar
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, TopicPartition
 
 from shared.adapters import topics
-from shared.adapters.rdkafka import MAX_MESSAGE_BYTES, client_config, poll_messages
+from shared.adapters.rdkafka import MAX_MESSAGE_BYTES, client_config, is_fatal, poll_messages
 from shared.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class QueryReader:
     def _on_error(self, error: KafkaError) -> None:
         """librdkafka's client-wide errors (called inside a poll): a broker away is retried by librdkafka;
         a fatal one ends this consumer (`_serve` raises it)."""
-        if error.fatal():
+        if is_fatal(error):
             self._fatal = error
 
     async def run(self) -> None:
@@ -113,7 +113,7 @@ class QueryReader:
                 try:
                     self._serve(consumer)
                 except KafkaException as exc:
-                    if not exc.args[0].fatal():
+                    if not is_fatal(exc.args[0]):
                         raise
                     # e.g. a static member whose session expired while the broker was away is fenced by its
                     # own rejoin (confluentinc/librdkafka#3437): a new consumer joins under the same name

@@ -137,6 +137,13 @@ def poll_messages(consumer: Consumer, *, timeout_s: float, max_messages: int) ->
         error = message.error()
         if error is None:
             ready.append(message)
-        elif error.fatal():
+        elif is_fatal(error):
             raise KafkaException(error)
     return ready
+
+
+def is_fatal(error: KafkaError) -> bool:
+    """The client can serve no more: a fatal error, or the event librdkafka hands a consumer for one (code
+    ``_FATAL``, whose own ``fatal()`` is false; a static member fenced after its session expired in a broker
+    restart came as that event, and a reader that let it pass polled a dead consumer on)."""
+    return error.fatal() or error.code() == KafkaError._FATAL

@@ -41,3 +41,9 @@ def test_collapsed_stacks_are_counted_per_stage() -> None:
                  "a (x.py:1);inc (prometheus_client/metrics.py:2) 3\n"
                  "a (x.py:1);inc (prometheus_client/metrics.py:9) 2\n")
     assert stage_samples(collapsed) == {"decode and validate": 7, "metrics": 5}
+
+
+def test_an_idle_executor_thread_is_not_counted() -> None:
+    waiting = "_bootstrap (threading.py:1002);run (threading.py:982);_worker (concurrent/futures/thread.py:81)"
+    working = waiting.replace(":81)", ":83)") + ";poll_messages (shared/adapters/rdkafka.py:131)"
+    assert stage_samples(f"{waiting} 30\n{working} 4\n") == {"fetch (librdkafka)": 4}
