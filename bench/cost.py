@@ -21,10 +21,12 @@ Setting (repeated in the output's ``setup``):
   ``make bench-autoscale`` starts so too); ``static``, the fleet it settles at for the peak with the same
   headroom (`shared.autoscale.fluid.settle`), started first and held. And ``kairos``, Kairos' planner
   service (`shared.kairos.control.KairosPlanningLoop`) with the fleet service and the scheduler's Kairos
-  matching: its budget is the least (in steps of `BUDGET_STEP`) for which the
-  configuration it picks has an upper bound of at least the peak (`kairos_budget`); it plans from the
-  warm-up's query sizes, and the fleet service starts the plan. Kairos re-plans when the size mix shifts,
-  never on the rate: the fleet it picks holds through the run.
+  matching, following the load (`shared.kairos.sizing`, Meridian's extension: in the paper a budget buys
+  one fleet for the whole run): the least-cost configuration whose upper bound holds the measured rate with
+  INFaaS' headroom, grown as the rate rises and shrunk (with INFaaS' scale-down headroom) as it falls. Its
+  budget caps it: the least (in steps of `BUDGET_STEP`) for which the paper's pick has an upper bound of at
+  least the peak (`kairos_budget`). It plans from the warm-up's query sizes and rate, and the fleet service
+  starts and stops machines as its plans say.
   Every scheduler sends a machine its next batch ahead even behind a partial batch (`SERVING_FIELDS`).
   Then each is simulated on the arrivals read back from its live run, from the fleet it started with, with
   the live scheduler's core settings and Kafka's hops fitted from that run's answers
@@ -45,6 +47,7 @@ import argparse
 import json
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,8 +181,21 @@ SERVING_FIELDS = {"pipeline_partial_batches": True}
 
 
 def kairos_fields(budget_per_hour: float) -> dict[str, object]:
-    """The settings Kairos' planner runs with, live and simulated."""
-    return {"planner": "kairos", "planner_budget_per_hour": budget_per_hour, "planner_min_queries": KAIROS_MIN_QUERIES}
+    """The settings Kairos' planner runs with, live and simulated: following the load with INFaaS' headroom."""
+    return {"planner": "kairos", "planner_budget_per_hour": budget_per_hour, "planner_min_queries": KAIROS_MIN_QUERIES,
+            "planner_kairos_headroom": SLACK_THRESHOLD, "planner_kairos_scale_down_headroom": SCALE_DOWN_THRESHOLD}
+
+
+def kairos_first_fleet(settings: Settings, rate_qps: float) -> list[StartWorker]:
+    """The fleet Kairos' planning loop (`settings`: `kairos_fields`) plans for the warm-up's one-image queries
+    at `rate_qps`: what the live run waits for before its warm-up."""
+    _, loops = build_planning(settings, Catalogue.from_settings(settings))
+    loop = loops[APPLICATION]
+    loop.on_query_sizes(APPLICATION, (1,) * KAIROS_MIN_QUERIES)
+    loop.control(0.0, {})
+    plan = loop.control(1.0, {APPLICATION: round(rate_qps)})
+    return [StartWorker(f"kairos-{n}", p.device, (InstanceSpec(VARIANT, APPLICATION),))
+            for n, p in enumerate(plan.placements)]
 
 
 def run_env(profiles_dir: Path, initial: Sequence[StartWorker], kairos_budget_per_hour: float) -> dict[str, str]:
@@ -320,15 +336,21 @@ class Listening(FleetController):
         self.inner.on_worker_event(event)
 
 
-def simulate_kairos(settings: Settings, run: LiveRun, fleet: Sequence[RecordedWorker],
-                    profiles: ProfileSet) -> dict[str, object]:
-    """The run's arrivals through the scheduler's Kairos policy and the planner's loop, which planned from the
-    warm-up's query sizes before the run as live; the fleet follows its plans."""
+def simulate_kairos(settings: Settings, run: LiveRun, fleet: Sequence[RecordedWorker], profiles: ProfileSet,
+                    warm_up: np.ndarray) -> dict[str, object]:
+    """The run's arrivals through the scheduler's Kairos policy and the planner's loop, which saw the warm-up's
+    query sizes and arrivals before the run as live; the fleet follows its plans from the one the live run
+    started with."""
     catalogue = Catalogue.from_settings(settings)
     _, loops = build_planning(settings, catalogue)
     loop = loops[APPLICATION]
     loop.on_query_sizes(APPLICATION, (1,) * KAIROS_MIN_QUERIES)
-    loop.control(0.0, {})
+    window = settings.load_stats_interval_s
+    edges = np.arange(-WARM_UP_S, window / 2, window)
+    loop.control(float(edges[0]), {})
+    for end, count in zip(edges[1:], np.histogram(warm_up - WARM_UP_S, bins=edges)[0]):
+        loop.control(float(end), {APPLICATION: int(count)})
+    loop.running = dict(Counter(w.device for w in fleet))  # as live: the planner's last plan is what runs
     controller = Listening(loop)
     queries = [q for _, q in run.recording.queries]
     result = simulate_engine(workloads_from(queries, catalogue, run.start_s), [w.sim_worker() for w in fleet],
@@ -340,8 +362,10 @@ def simulate_kairos(settings: Settings, run: LiveRun, fleet: Sequence[RecordedWo
     duration = run.end_s - run.start_s
     lives = [life for life in result.lifetimes if not np.isnan(life.joined_s)]
     tenures = [Tenure(life.device, life.joined_s, life.stopped_s) for life in lives]
-    return {**entry(sim_outcomes(result), tenures, profiles, 0.0, duration, controller.changes),
-            "workers_started": sum(1 for life in lives if life.joined_s > 0.0),
+    started = sum(1 for life in lives if life.joined_s > 0.0)
+    # live, a new machine loads its variant as it starts (a VariantLoaded event); a simulated one joins with it
+    return {**entry(sim_outcomes(result), tenures, profiles, 0.0, duration, controller.changes + started),
+            "workers_started": started,
             "workers_stopped": sum(1 for life in lives if life.stopped_s is not None and life.stopped_s <= duration),
             "plans": [plan.message for _, plan in result.plans],
             "devices": sorted({life.device for life in lives})}
@@ -462,8 +486,8 @@ def main(argv: list[str] | None = None) -> None:
             peak_fleet = as_fleet(settle(catalogue, {APPLICATION: PEAK_QPS}, config=greedy), "peak-")
             first_fleet = as_fleet(settle(catalogue, {APPLICATION: float(curve[0])}, config=greedy), "first-")
             budget, kairos_plan = kairos_budget(profiles)
-            kairos_fleet = [StartWorker(f"kairos-{k}", p.device, (InstanceSpec(VARIANT, APPLICATION),))
-                            for k, p in enumerate(kairos_plan.placements)]
+            kairos_settings = settings.model_copy(update={"scheduler_policy": "kairos", **kairos_fields(budget)})
+            kairos_fleet = kairos_first_fleet(kairos_settings, float(curve[0]))
             env = run_env(profiles_dir, first_fleet, budget)
             starts = {"infaas": first_fleet, "kairos": kairos_fleet, "static": peak_fleet}
             for system in systems:
@@ -474,8 +498,7 @@ def main(argv: list[str] | None = None) -> None:
                 running = [w for w in fleet_from_events((t, e) for t, e in run.recording.events if t <= run.start_s)
                            if w.stopped_s is None]
                 if system == "kairos":
-                    sim = simulate_kairos(settings.model_copy(update={"scheduler_policy": "kairos",
-                                                                      **kairos_fields(budget)}), run, running, profiles)
+                    sim = simulate_kairos(kairos_settings, run, running, profiles, warm_up)
                 else:
                     sim = simulate(system, catalogue, settings, run, starting_fleet(running), profiles)
                 runs[system] = {"live": live_entry(run, profiles), "sim": sim,
@@ -499,8 +522,9 @@ def main(argv: list[str] | None = None) -> None:
                            "queries": len(measured)},
                   "infaas": INFAAS_FIELDS, "scheduler": SERVING_FIELDS,
                   "static_fleet": [f"{w.device} {[i.variant for i in w.instances]}" for w in peak_fleet],
-                  "kairos": {"budget_per_hour": budget, "plan": kairos_plan.message,
-                             "cost_per_hour": kairos_plan.cost_per_hour},
+                  "kairos": {**kairos_fields(budget), "first_fleet": [w.device for w in kairos_fleet],
+                             "paper_pick_at_budget": kairos_plan.message,
+                             "paper_pick_cost_per_hour": kairos_plan.cost_per_hour},
                   "workers": "every worker emulated from the profiles above", "prices": "Kairos artifact price.csv"},
         "wall_s": round(time.monotonic() - began, 1), "figure": str(figure.relative_to(REPO_ROOT))})
 

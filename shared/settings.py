@@ -117,6 +117,13 @@ class Settings(BaseSettings):
     kairos_batch_queries: bool = False
     #: queries an application must have sent before its first plan
     planner_min_queries: int = Field(default=1000, ge=1)
+    #: Kairos follows the load (Meridian's extension, ``shared.kairos.sizing``): the least-cost configuration
+    #: within the budget whose upper bound is this many times the measured rate; None: the paper's (the
+    #: budget's best configuration, re-planned on size shifts only)
+    planner_kairos_headroom: float | None = Field(default=None, ge=1.0)
+    #: ... and it shrinks to a smaller fleet that holds this many times every recent window's rate
+    #: (None: 1.25, or the headroom if higher)
+    planner_kairos_scale_down_headroom: float | None = Field(default=None, ge=1.0)
     #: the autoscaler service's policy (live: ``infaas``; the baselines ``sm_plus`` and ``clipper_plus``
     #: run in the simulator)
     autoscaler_policy: str = "infaas"
@@ -177,6 +184,11 @@ class Settings(BaseSettings):
             raise ValueError(f"infaas_scale_down_threshold ({down:g}) must be at least "
                              f"infaas_slack_threshold ({self.infaas_slack_threshold:g}): a scale-down would leave "
                              "less headroom than the next poll scales up for")
+        up, down = self.planner_kairos_headroom, self.planner_kairos_scale_down_headroom
+        if up is not None and down is not None and down < up:
+            raise ValueError(f"planner_kairos_scale_down_headroom ({down:g}) must be at least "
+                             f"planner_kairos_headroom ({up:g}): a smaller fleet would hold less than the next "
+                             "window grows for")
         return self
 
     @property

@@ -3,9 +3,9 @@
 Consumes ``meridian.load-stats`` (group ``meridian.planner``); produces ``AllocationPlan`` on
 ``meridian.plans``. The planner's registry entry (`shared.policy.registry`) makes its loops, of two kinds:
 
-- per application (Kairos', `shared.kairos.control`): fed each application's query sizes as they come,
-  it plans once enough were seen, then again whenever their distribution shifts, with zero online
-  evaluations;
+- per application (Kairos', `shared.kairos.control`): fed each application's query sizes and arrivals as
+  they come, it plans once enough were seen, then again whenever their distribution shifts, with zero
+  online evaluations (and, following the load, as the rate rises and falls);
 - the whole fleet at once (Proteus', `shared.proteus.control`): each statistics window's arrivals of all
   applications go to a re-plan monitor, and it solves the MILP periodically and on bursts.
 
@@ -69,7 +69,8 @@ def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: floa
     if loop is None:
         return None
     loop.on_query_sizes(stats.application, stats.batch_sizes)
-    return publish_new_plan(ctx, loop, stats.application, now)
+    return publish_new_plan(ctx, loop, stats.application, now,
+                            {stats.application: round(stats.arrival_rate_qps * stats.window_s)})
 
 
 def handle_worker_event(ctx: PlannerContext, raw: bytes) -> None:

@@ -80,6 +80,8 @@ class KairosPlanner(Planner):
             raise ValueError(f"`xi` must be in (0, 1], got {xi}")
         self.xi = float(xi)
         self.prices = {d: profiles.device_by_name[d].price_per_hour for d in self.table.devices}
+        #: the longest boot of its machine types (unprofiled: 0)
+        self.startup_s = max((profiles.device_by_name[d].startup_s or 0.0 for d in self.table.devices), default=0.0)
         self.budget = float(budget_per_hour)
         self._base = base
         if max_counts is not None and len(max_counts) != len(self.table.devices):
@@ -117,7 +119,10 @@ class KairosPlanner(Planner):
             ranking = self.rank(sizes)
         except ValueError as exc:
             return FleetPlan(PlanStatus.INFEASIBLE, str(exc))
-        k = ranking.selection.index
+        return self.plan_of(ranking, ranking.selection.index, ranking.selection.rule)
+
+    def plan_of(self, ranking: ConfigRanking, k: int, rule: str) -> FleetPlan:
+        """Configuration `k` of `ranking` as a plan; `rule` says why it was chosen."""
         placements = tuple(
             Placement(device=device, variants=(self.variant,))
             for device, count in zip(ranking.devices, ranking.configs[k])
@@ -126,10 +131,7 @@ class KairosPlanner(Planner):
         counts = ", ".join(f"{c}x{d}" for d, c in ranking.counts(k).items())
         return FleetPlan(
             status=PlanStatus.FEASIBLE,
-            message=(
-                f"{counts}: UB {ranking.upper_bounds[k]:.4g} qps, rank {k + 1} of {len(ranking.configs)} "
-                f"({ranking.selection.rule})"
-            ),
+            message=f"{counts}: UB {ranking.upper_bounds[k]:.4g} qps, rank {k + 1} of {len(ranking.configs)} ({rule})",
             placements=placements,
             routing={self.application: {self.variant: 1.0}},
             objective=float(ranking.upper_bounds[k]),
