@@ -108,13 +108,18 @@ class KairosPlanningLoop(FleetController):
             return None
         current = self._current(ranking)
         bound = ranking.upper_bounds[current] if current is not None else 0.0
+        slope = self.rate.slope(cfg.trend_windows) if cfg.trend_windows else None
+        ahead = slope is not None and slope > 0 and self.planner.startup_s > 0
+        if ahead:  # the rate a machine asked for now will meet when it has booted
+            rate += slope * self.planner.startup_s
         target = rate * cfg.headroom
         if target > bound + 1e-9:
             k = cheapest_holding(ranking.configs, ranking.upper_bounds, ranking.costs, ranking.devices, self.running,
                                  target, grow=True)
             if k is None or ranking.upper_bounds[k] <= bound:
                 return None  # the budget holds no more
-            rule = f"{self._holds(ranking, k, target)} {rate:.4g} q/s x {cfg.headroom:g}: grown, no machine stopped"
+            rule = (f"{self._holds(ranking, k, target)} {rate:.4g} q/s{' (one boot ahead)' if ahead else ''} x "
+                    f"{cfg.headroom:g}: grown, no machine stopped")
             return self._made(now_s, "the arrival rate rose", self.planner.plan_of(ranking, k, rule))
         hold_s = self.planner.startup_s if cfg.hold_s is None else cfg.hold_s
         since = now_s - hold_s

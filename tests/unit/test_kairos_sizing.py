@@ -21,11 +21,14 @@ BUDGET = 2.5
 STEP_S = 2.0
 
 
-def following_loop(hold_s: float = 10.0) -> KairosPlanningLoop:
+def following_loop(hold_s: float = 10.0, trend_windows: int = 8, boot_s: float = 0.0) -> KairosPlanningLoop:
+    """rm2 on the Kairos artifact's machines, which boot in `boot_s` (the artifact has no boot times)."""
     planner = KairosPlanner(load_kairos_profiles(Settings().kairos_data_dir), application="rm2",
                             budget_per_hour=BUDGET)
+    planner.startup_s = boot_s
     return KairosPlanningLoop(planner, min_queries=200, monitor=BatchSizeMonitor(window=2000, check_every=500),
-                              following=LoadFollowing(headroom=1.15, scale_down_headroom=1.25, hold_s=hold_s))
+                              following=LoadFollowing(headroom=1.15, scale_down_headroom=1.25, hold_s=hold_s,
+                                                      trend_windows=trend_windows))
 
 
 def drive(loop: KairosPlanningLoop, rates: list[float], seed: int = 0,
@@ -65,6 +68,30 @@ def test_a_rise_grows_the_fleet_without_stopping_a_machine_and_a_fall_shrinks_it
             assert counts(after) <= counts(before), "a fall stops machines and starts none"
             assert after_s - before_s >= 10.0, "no shrink within the hold of the last plan"
     assert all(p.cost_per_hour <= BUDGET + 1e-9 for _, p in plans)
+
+
+def test_a_rise_is_met_one_boot_ahead() -> None:
+    """On a ramp of 2 q/s per second and 10 s boots, the fleet grows for the rate it will meet when the
+    machines it starts have booted: each size is reached sooner than measuring the rate alone reaches it."""
+    ramp = [10.0] * 10 + list(np.linspace(10, 90, 20)) + [90.0] * 5
+    ahead, measured = following_loop(boot_s=10.0), following_loop(boot_s=10.0, trend_windows=0)
+    drive(ahead, ramp, rows=50)
+    drive(measured, ramp, rows=50)
+
+    def reached(loop: KairosPlanningLoop) -> dict[int, float]:
+        """machines -> when a plan first asked for that many"""
+        first: dict[int, float] = {}
+        for now, _, plan in loop.log:
+            first.setdefault(len(plan.placements), now)
+        return first
+
+    soon, late = reached(ahead), reached(measured)
+    both = sorted(set(soon) & set(late) - {min(late)})
+    assert both, (soon, late)
+    assert all(soon[n] <= late[n] for n in both), (soon, late)
+    assert max(late[n] - soon[n] for n in both) >= 2 * STEP_S, (soon, late)
+    assert all("one boot ahead" in plan.message for _, r, plan in ahead.log if r == "the arrival rate rose")
+    assert not any("one boot ahead" in plan.message for _, _, plan in measured.log)
 
 
 def test_a_steady_rate_does_not_flap() -> None:
