@@ -69,7 +69,8 @@ def handle_load_statistics(ctx: PlannerContext, stats: LoadStatistics, now: floa
     if loop is None:
         return None
     loop.on_query_sizes(stats.application, stats.batch_sizes)
-    return publish_new_plan(ctx, loop, stats.application, now,
+    # on the scheduler's clock: statistics read late, or several at once, still span their windows
+    return publish_new_plan(ctx, loop, stats.application, stats.at,
                             {stats.application: round(stats.arrival_rate_qps * stats.window_s)})
 
 

@@ -39,7 +39,7 @@ SCALE_DOWN_HEADROOM = 1.25
 class LoadFollowing:
     """Settings ``planner_kairos_headroom`` and ``planner_kairos_scale_down_headroom``."""
 
-    #: the fleet's upper bound is kept at least this many times the measured rate
+    #: the fleet's upper bound is kept at least this many times the rate (one boot ahead, when growing)
     headroom: float = 1.15
     #: a smaller fleet must hold this many times the rate of each window of the last `hold_s`
     scale_down_headroom: float = SCALE_DOWN_HEADROOM
@@ -71,6 +71,9 @@ class ArrivalRate:
     ...     rate.add(t, n)
     >>> rate.recent(1), rate.recent(2), rate.windows_since(3.0), rate.slope(2)
     (30.0, 25.0, [30.0], 5.0)
+    >>> rate.add(4.0, 10)  # the same time again: the last window's
+    >>> rate.recent(1)
+    35.0
     """
 
     def __init__(self, keep_s: float = 120.0) -> None:
@@ -80,10 +83,15 @@ class ArrivalRate:
         self._last_s: float | None = None
 
     def add(self, now_s: float, arrivals: int) -> None:
+        """A window ending at `now_s`; one that does not end after the last (a repeated time) adds its
+        arrivals to the last window."""
         if self._last_s is not None and now_s > self._last_s:
             self._windows.append((self._last_s, now_s, arrivals))
             while self._windows[0][1] < now_s - self.keep_s:
                 self._windows.popleft()
+        elif self._windows:
+            start, end, n = self._windows.pop()
+            self._windows.append((start, end, n + arrivals))
         self._last_s = now_s if self._last_s is None else max(self._last_s, now_s)
 
     def recent(self, windows: int) -> float | None:
