@@ -118,8 +118,8 @@ class Settings(BaseSettings):
     #: queries an application must have sent before its first plan
     planner_min_queries: int = Field(default=1000, ge=1)
     #: Kairos follows the load (Meridian's extension, ``shared.kairos.sizing``): the least-cost configuration
-    #: within the budget whose upper bound is this many times the measured rate; None: the paper's (the
-    #: budget's best configuration, re-planned on size shifts only)
+    #: within the budget whose upper bound is this many times the rate (one boot ahead while it rises); None:
+    #: the paper's (the budget's best configuration, re-planned on size shifts only)
     planner_kairos_headroom: float | None = Field(default=None, ge=1.0)
     #: ... and it shrinks to a smaller fleet that holds this many times every recent window's rate
     #: (None: 1.25, or the headroom if higher)
