@@ -93,8 +93,7 @@ class KairosPlanningLoop(FleetController):
         except ValueError as exc:
             return FleetPlan(PlanStatus.INFEASIBLE, str(exc))
         target = rate_qps * self.following.headroom
-        k = cheapest_holding(ranking.configs, ranking.upper_bounds, ranking.costs, ranking.devices, {}, target,
-                             grow=True)
+        k = cheapest_holding(ranking, {}, target, grow=True)
         assert k is not None  # every configuration is a superset of none
         self.ranking = ranking
         return self.planner.plan_of(ranking, k, f"{self._holds(ranking, k, target)} {target:.4g} q/s")
@@ -114,8 +113,7 @@ class KairosPlanningLoop(FleetController):
             rate += slope * self.planner.startup_s
         target = rate * cfg.headroom
         if target > bound + 1e-9:
-            k = cheapest_holding(ranking.configs, ranking.upper_bounds, ranking.costs, ranking.devices, self.running,
-                                 target, grow=True)
+            k = cheapest_holding(ranking, self.running, target, grow=True)
             if k is None or ranking.upper_bounds[k] <= bound:
                 return None  # the budget holds no more
             rule = (f"{self._holds(ranking, k, target)} {rate:.4g} q/s{' (one boot ahead)' if ahead else ''} x "
@@ -127,8 +125,7 @@ class KairosPlanningLoop(FleetController):
             return None
         peak = max(self.rate.windows_since(since), default=rate)
         target = peak * cfg.scale_down_headroom
-        k = cheapest_holding(ranking.configs, ranking.upper_bounds, ranking.costs, ranking.devices, self.running,
-                             target, grow=False)
+        k = cheapest_holding(ranking, self.running, target, grow=False)
         if k is None or (current is not None and ranking.costs[k] >= ranking.costs[current] - 1e-9):
             return None
         rule = (f"holds every window of the last {hold_s:g} s (up to {peak:.4g} q/s) x {cfg.scale_down_headroom:g}: "

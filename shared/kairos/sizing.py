@@ -26,8 +26,12 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from shared.kairos.planner import ConfigRanking
 
 __all__ = ["SCALE_DOWN_HEADROOM", "ArrivalRate", "LoadFollowing", "cheapest_holding"]
 
@@ -120,31 +124,33 @@ class ArrivalRate:
         return bool(self._windows) and self._windows[0][0] <= since_s
 
 
-def cheapest_holding(configs: np.ndarray, upper_bounds: np.ndarray, costs: np.ndarray, devices: tuple[str, ...],
-                     running: Mapping[str, int], target_qps: float, *, grow: bool) -> int | None:
-    """Index of the least-cost configuration whose upper bound holds `target_qps` among the supersets
-    (`grow`) or subsets of the `running` counts; growing with none that holds it, the superset of the highest
-    bound. None when there is no such configuration.
+def cheapest_holding(ranking: ConfigRanking, running: Mapping[str, int], target_qps: float, *,
+                     grow: bool) -> int | None:
+    """Index in `ranking` of the least-cost configuration whose upper bound holds `target_qps` among the
+    supersets (`grow`) or subsets of the `running` counts; growing with none that holds it, the superset of the
+    highest bound. None when there is no such configuration.
 
     Examples
     --------
-    >>> configs = np.array([[1, 0], [2, 0], [1, 1], [3, 0]])
-    >>> ubs, costs = np.array([40.0, 80.0, 77.0, 120.0]), np.array([0.15, 0.30, 0.32, 0.45])
-    >>> cheapest_holding(configs, ubs, costs, ("a", "b"), {"a": 1}, 70.0, grow=True)
+    >>> from types import SimpleNamespace
+    >>> ranking = SimpleNamespace(configs=np.array([[1, 0], [2, 0], [1, 1], [3, 0]]), devices=("a", "b"),
+    ...                           upper_bounds=np.array([40.0, 80.0, 77.0, 120.0]),
+    ...                           costs=np.array([0.15, 0.30, 0.32, 0.45]))
+    >>> cheapest_holding(ranking, {"a": 1}, 70.0, grow=True)
     1
-    >>> cheapest_holding(configs, ubs, costs, ("a", "b"), {"a": 1, "b": 1}, 200.0, grow=True)
+    >>> cheapest_holding(ranking, {"a": 1, "b": 1}, 200.0, grow=True)
     2
-    >>> cheapest_holding(configs, ubs, costs, ("a", "b"), {"a": 3}, 35.0, grow=False)
+    >>> cheapest_holding(ranking, {"a": 3}, 35.0, grow=False)
     0
     """
-    current = np.array([running.get(d, 0) for d in devices])
-    unknown = set(running) - set(devices)
-    if any(running[d] for d in unknown):
+    if any(n for d, n in running.items() if d not in ranking.devices):
         return None
+    current = np.array([running.get(d, 0) for d in ranking.devices])
+    configs, upper_bounds = ranking.configs, ranking.upper_bounds
     within = np.all(configs >= current, axis=1) if grow else np.all(configs <= current, axis=1)
     if not within.any():
         return None
     holds = within & (upper_bounds >= target_qps - 1e-9)
-    if holds.any():
-        return int(np.lexsort((-upper_bounds, np.where(holds, costs, math.inf)))[0])  # least cost, then higher bound
+    if holds.any():  # least cost, then the higher bound
+        return int(np.lexsort((-upper_bounds, np.where(holds, ranking.costs, math.inf)))[0])
     return int(np.argmax(np.where(within, upper_bounds, -math.inf))) if grow else None
