@@ -12,7 +12,7 @@ Setting (repeated in the output's ``setup``):
   from these profiles. A machine is one worker process running one batch at a time (`whole_machine`, the
   autoscaler service's catalogue) and boots in `BOOT_S` (clouds take 20-30 s; the trace is compressed).
 * **Load**: the Azure LLM ``conv`` trace's arrivals per minute over its hour (a rise, a peak, a fall;
-  smoothed over `SMOOTH_MIN` minutes, see `rate_curve`), min-max scaled to `LOW_QPS`..`PEAK_QPS`,
+  smoothed over `SMOOTH_MIN` minutes, see `shared.sim.arrivals.minute_rates`), min-max scaled to `LOW_QPS`..`PEAK_QPS`,
   compressed into `DURATION_S`, Poisson within each minute;
   after `WARM_UP_S` at the first minute's rate (not measured).
 * **Systems**, each served live through Kafka. Two by the scheduler's INFaaS getVariant and the registry
@@ -75,7 +75,7 @@ from shared.policy.registry import BuildContext, build_planning, build_policy
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from shared.serving import STEP_INTERVAL_S, ProfileServiceTime
 from shared.settings import REPO_ROOT, Settings
-from shared.sim.arrivals import load_trace_timestamps
+from shared.sim.arrivals import held_poisson, load_trace_timestamps, minute_rates
 from shared.sim.engine import simulate as simulate_engine
 from shared.sim.replay import RecordedWorker, fleet_from_events, live_outcomes, sim_outcomes, workloads_from
 from shared.sim.scenarios.autoscaling import simulate_autoscaling
@@ -138,25 +138,9 @@ def cost_profiles(data_dir: Path) -> ProfileSet:
 
 
 def rate_curve(settings: Settings) -> np.ndarray:
-    """q/s per trace minute: the conv trace's arrivals per minute, min-max scaled to `LOW_QPS`..`PEAK_QPS`.
-
-    Smoothed over `SMOOTH_MIN` minutes: compressed 12-fold, a minute's noise would be a 5 s burst, steeper
-    than the diurnal swings autoscaling is for. The first minute is left out: 28% below the next, it is the
-    trace's lowest by far, and min-max scaling would turn it into a five-fold jump within the run's first
-    15 s, which no machine that boots can follow.
-    """
-    stamps = load_trace_timestamps(settings.azure_trace("conv"))
-    counts, _ = np.histogram(stamps, bins=np.arange(60.0, stamps[-1], 60.0))
-    counts = np.convolve(counts, np.ones(SMOOTH_MIN) / SMOOTH_MIN, mode="valid")
-    return LOW_QPS + (PEAK_QPS - LOW_QPS) * (counts - counts.min()) / (counts.max() - counts.min())
-
-
-def arrivals(rates: Sequence[float], duration_s: float, seed: int) -> np.ndarray:
-    """Poisson arrivals, each rate held for an equal share of `duration_s`."""
-    rng = np.random.default_rng(seed)
-    step = duration_s / len(rates)
-    return np.concatenate([np.sort(k * step + rng.random(rng.poisson(rate * step)) * step)
-                           for k, rate in enumerate(rates)])
+    """q/s per trace minute: the conv trace's swing (`minute_rates`), `LOW_QPS`..`PEAK_QPS`."""
+    return minute_rates(load_trace_timestamps(settings.azure_trace("conv")), low_qps=LOW_QPS, peak_qps=PEAK_QPS,
+                        smooth_min=SMOOTH_MIN)
 
 
 def kairos_budget(profiles: ProfileSet) -> tuple[float, FleetPlan]:
@@ -469,8 +453,8 @@ def main(argv: list[str] | None = None) -> None:
     base = Settings()
     profiles = cost_profiles(base.kairos_data_dir)
     curve = rate_curve(base)
-    measured = arrivals(curve, DURATION_S, SEED)
-    warm_up = arrivals([curve[0]], WARM_UP_S, SEED + 1)
+    measured = held_poisson(curve, DURATION_S, SEED)
+    warm_up = held_poisson([curve[0]], WARM_UP_S, SEED + 1)
     runs: dict[str, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory(prefix="meridian-cost-") as tmp:
         profiles_dir = Path(tmp) / "profiles"

@@ -1,6 +1,7 @@
 """``meridian``: one command for what a user does with Meridian.
 
-    meridian demo                      two applications on a mixed fleet, accuracy scaled per query (make demo)
+    meridian demo                      two applications on a mixed fleet, accuracy scaled per query, then the
+                                       fleet autoscaled and its bill following the load (make demo)
     meridian stack up|down|status|reset
     meridian serve --config FILE       stack + scheduler + workers + planner from one YAML file
     meridian submit FILE --application A --slo-ms N
@@ -37,7 +38,8 @@ def run_switch(args: argparse.Namespace) -> int:
 
 #: commands whose own parser reads the rest of the line (their --help included): help, runner
 PASS_THROUGH = {
-    "demo": ("start the stack, serve a minute of two applications, print results", run_demo),
+    "demo": ("start the stack, serve a minute of two applications, then three of one autoscaled; print results",
+             run_demo),
     "register": ("register a model (ONNX file + validation set) with the registry", run_register),
     "switch": ("switch one application's dispatch policy in the running schedulers", run_switch),
 }

@@ -7,25 +7,26 @@ of the Azure LLM trace's shape sends both; vision rises past what the fleet serv
 variant and falls again, and INFaaS picks each query's variant as it moves: the table shows accuracy
 scaling (which variants served in each phase), what it kept (SLO attainment) and what the running fleet
 cost (from the workers' own events). Writes ``var/demo/demo.png``.
+
+Then a second act (`services.demo.bill`): vision alone for two minutes on a deeper swing, its machines started
+and stopped by INFaaS' autoscaler, and the bill against a fleet sized for the peak (``var/demo/bill.png``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from schemas import Query, Result
-from services.demo import fcfs
+from services.demo import bill, fcfs
 from services.demo.report import Phase, format_rows, phase_table, phases, plot, unanswered
-from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SERVED, Sender, schedule, top_capacity_qps,
-                                    vision_rates)
-from services.launcher import LocalLauncher, ManagedProcess, wait_until
+from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SERVED, Sender, schedule, send_and_wait,
+                                    top_capacity_qps, vision_rates)
+from services.launcher import LocalLauncher
 from services.observability.screenshots import shoot_overview, shows_alert
 from services.serve_config import settings_env, start_services
 from services.stack import LocalStack
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screenshots", action="store_true",
                         help="then draw each overview dashboard panel from Prometheus into var/dashboards/ "
                              "(headless Chromium; what make dashboards-shot runs)")
+    parser.add_argument("--no-bill", action="store_true",
+                        help="skip the second act: three minutes of vision on INFaaS' autoscaler, the bill "
+                             "following the load")
     args, rest = parser.parse_known_args(argv)
     if args.fcfs:
         fcfs.main(rest)
@@ -67,62 +71,59 @@ def main(argv: list[str] | None = None) -> int:
     plan = schedule(settings, catalogue, len(rates), bin_s=args.speedup, peak_over_capacity=args.peak)
     print(f"{len(plan)} queries over {len(rates)} s: vision up to {rates.max():.0f} q/s, against {capacity:.0f} q/s "
           "with EfficientNet-Lite2 alone", flush=True)
-    sent, answers, start, tenures = serve(settings, catalogue, plan, screenshots=args.screenshots)
-    report(catalogue, sent, answers, start, phases(rates, capacity), tenures,
-           args.out or settings.var_dir / "demo" / "demo.png")
-    return 0
-
-
-def serve(settings: Settings, catalogue: Catalogue, plan: list[tuple[float, str]], *, screenshots: bool
-          ) -> tuple[list[Query], dict[str, tuple[Result, float]], float, list[Tenure]]:
-    """Stack, services and the trace sent; the queries, their answers, when sending began, and each worker's
-    time in the fleet (from its events, on the answers' clock)."""
-    rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
     with LocalStack.from_settings(settings) as stack:
         print(f"stack: Kafka 127.0.0.1:{stack.kafka_port}, Redis 127.0.0.1:{stack.redis_port}, "
               f"Prometheus http://127.0.0.1:{stack.prometheus_port} (state in {settings.var_dir})", flush=True)
-        with LocalLauncher({**stack.env, **settings_env(DEMO_SETTINGS)}, settings.var_dir / "logs") as launcher:
-            start_services(launcher, SERVED, metrics_port=settings.scheduler_metrics_port)
-            print("fleet: " + ", ".join(f"{w} ({d}, emulated)" for w, d in EMULATED)
-                  + f", {DIGITS_WORKER} (cpu-1t, real onnxruntime); scheduler ({served_by()})"
-                  + (f" and {SERVED.planner} planner" if SERVED.planner else "") + f" up; logs in {launcher.log_dir}",
-                  flush=True)
-            with MeridianClient(settings, applications=list(APPLICATIONS)) as client:
-                sender = Sender(client, rows, prefix="demo")
-                sender.warm_up()
-                print("answers read from " + ", ".join(topics.results_topic(app) for app in APPLICATIONS)
-                      + " (this run's queries only)", flush=True)
-                start = time.time()
-                send(sender, plan, list(launcher.processes.values()))
-                end = time.time()
-                client.wait_for([q.query_id for q in sender.sent], timeout_s=60)
-                answers = dict(client.results)
-            events = record(settings, start, end).events
-            if screenshots:
-                time.sleep(5)  # the last seconds of load scraped and the rules evaluated
-                shots = shoot_overview(f"http://127.0.0.1:{stack.prometheus_port}", settings.var_dir / "dashboards",
-                                       range_input="3m")
-                print(f"{len(shots)} dashboard panels drawn by Prometheus in {shots[0].parent}"
-                      + "".join(f"\n  {p.name}: no data or a query error" for p in shots if shows_alert(p)), flush=True)
+        sent, answers, start, tenures = serve(stack, settings, plan, screenshots=args.screenshots)
+        report(catalogue, sent, answers, start, phases(rates, capacity), tenures,
+               args.out or settings.var_dir / "demo" / "demo.png")
+        if not args.no_bill:
+            second_act(stack, settings)
+    print("\ndemo finished; everything it started is stopped", flush=True)
+    return 0
+
+
+def second_act(stack: LocalStack, demo_settings: Settings) -> None:
+    settings = demo_settings.model_copy(update=bill.FIELDS)
+    first, peak = (bill.settled_fleet(settings, qps) for qps in (bill.rates(settings)[0], bill.PEAK_QPS))
+    plan = bill.schedule(settings)
+    print(f"\nact 2, the bill follows the load: {len(plan)} vision queries over {bill.DURATION_S:.0f} s, "
+          f"{bill.LOW_QPS:.0f} to {bill.PEAK_QPS:.0f} q/s and back; INFaaS' autoscaler starts and stops the "
+          "machines (emulated from their profiles)", flush=True)
+    sent, answers, start, tenures = bill.serve(stack, settings, plan, first)
+    bill.report(settings, sent, answers, start, tenures, peak, settings.var_dir / "demo" / "bill.png")
+
+
+def serve(stack: LocalStack, settings: Settings, plan: list[tuple[float, str]], *, screenshots: bool
+          ) -> tuple[list[Query], dict[str, tuple[Result, float]], float, list[Tenure]]:
+    """Services and the trace sent; the queries, their answers, when sending began, and each worker's
+    time in the fleet (from its events, on the answers' clock)."""
+    rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
+    with LocalLauncher({**stack.env, **settings_env(DEMO_SETTINGS)}, settings.var_dir / "logs") as launcher:
+        start_services(launcher, SERVED, metrics_port=settings.scheduler_metrics_port)
+        print("fleet: " + ", ".join(f"{w} ({d}, emulated)" for w, d in EMULATED)
+              + f", {DIGITS_WORKER} (cpu-1t, real onnxruntime); scheduler ({served_by()})"
+              + (f" and {SERVED.planner} planner" if SERVED.planner else "") + f" up; logs in {launcher.log_dir}",
+              flush=True)
+        with MeridianClient(settings, applications=list(APPLICATIONS)) as client:
+            sender = Sender(client, rows, prefix="demo")
+            sender.warm_up()
+            print("answers read from " + ", ".join(topics.results_topic(app) for app in APPLICATIONS)
+                  + " (this run's queries only)", flush=True)
+            start, end, answers = send_and_wait(sender, plan, list(launcher.processes.values()))
+        events = record(settings, start, end).events
+        if screenshots:
+            time.sleep(5)  # the last seconds of load scraped and the rules evaluated
+            shots = shoot_overview(f"http://127.0.0.1:{stack.prometheus_port}", settings.var_dir / "dashboards",
+                                   range_input="3m")
+            print(f"{len(shots)} dashboard panels drawn by Prometheus in {shots[0].parent}"
+                  + "".join(f"\n  {p.name}: no data or a query error" for p in shots if shows_alert(p)), flush=True)
     return sender.sent, answers, start, [w.tenure() for w in fleet_from_events(events)]
 
 
 def served_by() -> str:
     """Which policy serves which application, as ``infra/serve.yaml`` says."""
     return ", ".join(f"{app}: {SERVED.application_policies.get(app, SERVED.policy)}" for app in APPLICATIONS)
-
-
-def send(sender: Sender, plan: list[tuple[float, str]], watched: list[ManagedProcess]) -> None:
-    """The trace from a thread of its own (on time, whatever the main thread does), with a progress bar."""
-    thread = threading.Thread(target=sender.send, args=(plan,), daemon=True)
-    thread.start()
-    with tqdm(total=len(plan), desc="sending", unit="query", disable=None) as bar:
-
-        def sent_all() -> bool:
-            bar.update(len(sender.sent) - bar.n)
-            return not thread.is_alive()
-
-        wait_until(sent_all, plan[-1][0] + 60, "sending the trace", watched)
 
 
 def report(catalogue: Catalogue, sent: list[Query], answers: dict[str, tuple[Result, float]], start: float,
@@ -147,8 +148,7 @@ def report(catalogue: Catalogue, sent: list[Query], answers: dict[str, tuple[Res
             for app, families in APPLICATIONS.items()}
     figure = plot(outcomes, start, stages, accuracy, best, tenures, prices, figure_path)
     figure.with_suffix(".json").write_text(json.dumps(table, indent=2))
-    print(f"\nfigure: {figure}\nnumbers: {figure.with_suffix('.json')}\ndemo finished; everything it started is "
-          "stopped", flush=True)
+    print(f"\nfigure: {figure}\nnumbers: {figure.with_suffix('.json')}", flush=True)
 
 
 if __name__ == "__main__":

@@ -116,10 +116,12 @@ def lines(outcomes: Outcomes, start_s: float, accuracy: Mapping[str, float]) -> 
 
 def plot(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: Mapping[str, float],
          best_accuracy: Mapping[str, float], tenures: Sequence[Tenure], prices: Mapping[str, float],
-         path: Path) -> Path:
+         path: Path, *, title: str = "make demo: two applications on a mixed fleet, accuracy scaled as the load moves",
+         fixed_fleet: tuple[str, float] | None = None) -> Path:
     """Load, effective accuracy beside the application's most accurate variant (``best_accuracy``, percent
-    as ``accuracy``), SLO attainment and the running fleet's $/h, over send time. Every axis starts at zero,
-    so a dip of a point looks like one, and accuracy is absolute, the number the table prints."""
+    as ``accuracy``), SLO attainment and the running fleet's $/h, over send time, beside a fixed fleet's
+    (``fixed_fleet``: its label and $/h) if given. Every axis starts at zero, so a dip of a point looks like
+    one, and accuracy is absolute, the number the table prints."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -136,6 +138,8 @@ def plot(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: 
     seconds = np.arange(0.0, end, 1.0)
     running = [fleet_dollars_per_hour(tenures, prices, start_s + t, start_s + t + 1.0) for t in seconds]
     axes[3].step(seconds, running, where="post", color="k", label="the running workers (from their events)")
+    if fixed_fleet is not None:
+        axes[3].axhline(fixed_fleet[1], color="grey", linestyle="--", label=fixed_fleet[0])
     labels = ("queries/s sent", "effective accuracy (%)", "SLO attainment (%)", "fleet $/h")
     for ax, label in zip(axes, labels):
         ax.set_ylabel(label)
@@ -148,9 +152,9 @@ def plot(outcomes: Outcomes, start_s: float, stages: Sequence[Phase], accuracy: 
         ax.set_ylim(0.0, 102.0)
     for phase in stages:
         axes[0].text((phase.start_s + phase.end_s) / 2, axes[0].get_ylim()[1] * 0.92, phase.name, ha="center")
-    axes[3].set_ylim(0.0, max(running, default=0.0) * 1.5 or 1.0)
+    axes[3].set_ylim(0.0, max([*running, fixed_fleet[1] if fixed_fleet else 0.0]) * 1.5 or 1.0)
     axes[-1].set_xlabel("seconds since the first query")
-    fig.suptitle("make demo: two applications on a mixed fleet, accuracy scaled as the load moves")
+    fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

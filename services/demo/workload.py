@@ -8,13 +8,16 @@ accurate vision variant alone.
 """
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Sequence
 
 import numpy as np
+from tqdm import tqdm
 
-from schemas import Query
+from schemas import Query, Result
+from services.launcher import ManagedProcess, wait_until
 from services.serve_config import ServeConfig
 from shared.adapters.client import MeridianClient
 from shared.catalogue import Catalogue
@@ -98,15 +101,35 @@ class Sender:
             self.sent.append(self.client.send(self.query(app, k)))
         self.client.flush()
 
-    def warm_up(self) -> None:
+    def warm_up(self, applications: Sequence[str] = ("vision", "digits")) -> None:
         """Until every consumer group has joined, the first answers take seconds: not what is measured."""
         for _ in range(10):
             ids = []
             for k in range(40):
-                ids.append(self.client.send(self.query("vision" if k % 2 else "digits", k)).query_id)
+                ids.append(self.client.send(self.query(applications[k % len(applications)], k)).query_id)
                 time.sleep(0.02)
             self.client.flush()
             self.client.wait_for(ids, timeout_s=30)
             if all(self.client.results[q][1] - self.client.results[q][0].timestamps.client_sent < 0.25
                    for q in ids if q in self.client.results):
                 return
+
+
+def send_and_wait(sender: Sender, plan: Sequence[tuple[float, str]], watched: list[ManagedProcess]
+                  ) -> tuple[float, float, dict[str, tuple[Result, float]]]:
+    """The plan sent from a thread of its own (on time, whatever the main thread does), with a progress bar
+    (stopping early, saying which, if a ``watched`` process dies), then its answers waited for: when sending
+    began and ended, and the client's answers by query id."""
+    thread = threading.Thread(target=sender.send, args=(plan,), daemon=True)
+    start = time.time()
+    thread.start()
+    with tqdm(total=len(plan), desc="sending", unit="query", disable=None) as bar:
+
+        def sent_all() -> bool:
+            bar.update(len(sender.sent) - bar.n)
+            return not thread.is_alive()
+
+        wait_until(sent_all, plan[-1][0] + 60, "sending the trace", watched)
+    end = time.time()
+    sender.client.wait_for([q.query_id for q in sender.sent], timeout_s=60)
+    return start, end, dict(sender.client.results)
