@@ -350,6 +350,29 @@ def test_a_worker_about_to_finish_a_full_batch_is_sent_its_next_within_the_pipel
         assert view.inflight == 2 and view.available_at_s == pytest.approx(1.025), "queued after the first"
 
 
+def test_a_batch_sent_ahead_starts_when_the_one_before_it_really_ended() -> None:
+    """The first batch ends 10 ms past its prediction: the one sent on behind it is then predicted 10 ms later
+    too, and stays so however many batches follow; an early end moves nothing up."""
+    core = Harness(lead=0.025, partial=True)
+    core.event(heartbeat("w1", variants=("large",)), 0.0)
+    full = {"slo_ms": 500.0, "model": "large", "batch_size": 8, "inputs": encode(np.zeros((8, 4), np.float32))}
+    sent = []
+    for k, at in enumerate((1.0, 1.001)):
+        core.admit(make_query(f"q{k}", **full), at, k)
+        sent += [d.batch_id for d in core.step(at).dispatches]
+    worker = core.core.workers["w1"]
+    assert worker.busy_until_s == pytest.approx(1.040), "20 ms each, the second from the first's predicted end"
+    core.event(BatchFinished(worker_id="w1", batch_id=sent[0], variant="large", device="cpu", rows=8,
+                             compute_ms=25.0, ok=True, compute_started_at=1.005, at=1.030), 1.032)
+    assert worker.busy_until_s == pytest.approx(1.050)
+    core.admit(make_query("q2", **full), 1.033, 2)
+    sent += [d.batch_id for d in core.step(1.033).dispatches]
+    assert worker.busy_until_s == pytest.approx(1.070), "the third is predicted from the second's moved end"
+    core.event(BatchFinished(worker_id="w1", batch_id=sent[1], variant="large", device="cpu", rows=8,
+                             compute_ms=10.0, ok=True, compute_started_at=1.031, at=1.041), 1.042)
+    assert worker.busy_until_s == pytest.approx(1.070), "an early end moves nothing up"
+
+
 def test_the_work_ahead_is_judged_with_the_overhead_batches_were_seen_to_take_beyond_their_profile() -> None:
     core = Harness(drop=1.0, learn=True, lead=1.0)
     core.event(heartbeat("w1"), 0.0)
