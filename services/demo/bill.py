@@ -39,7 +39,8 @@ LOW_QPS, PEAK_QPS = 30.0, 300.0
 #: minutes of the trace each point of the curve averages
 SMOOTH_MIN = 5
 #: the act's length: a machine's boot and the monitor's windows take seconds, and a shorter act rises faster
-#: than they follow. Live, over 120 s the peak met its SLO for 84-87% of queries, over 180 s for 96.6-97.1%
+#: than they follow (live, before the core re-anchored batches sent ahead: the peak met its SLO for 84-87% of
+#: queries over 120 s, for 95-97% over 180 s; 98.8% over 180 s with it)
 DURATION_S = 180.0
 SEED = 5
 #: ``infra/serve.yaml``'s settings, with
