@@ -8,7 +8,7 @@ variant and falls again, and INFaaS picks each query's variant as it moves: the 
 scaling (which variants served in each phase), what it kept (SLO attainment) and what the running fleet
 cost (from the workers' own events). Writes ``var/demo/demo.png``.
 
-Then a second act (`services.demo.bill`): vision alone for two minutes on a deeper swing, its machines started
+Then a second act (`services.demo.bill`): vision alone for three minutes on a deeper swing, its machines started
 and stopped by INFaaS' autoscaler, and the bill against a fleet sized for the peak (``var/demo/bill.png``).
 """
 from __future__ import annotations
