@@ -52,7 +52,8 @@ SEED = 5
 #: * ``make bench-cost``'s headroom for INFaaS' autoscaler: its machines serve tens of images a second, not the
 #:   paper's GPUs' hundreds, so a second's Poisson count and a boot's rise swing them more than 1.05 covers;
 #: * a machine's next batch sent ahead of its end even behind a partial batch: Lite0's batch takes as long per
-#:   row at 1 as at 8, and a Kafka round trip per one-row batch would idle a machine for a tenth of its time.
+#:   row at 1 as at 8, so a bigger batch gains nothing, and each one-row batch would idle its machine for a
+#:   Kafka round trip.
 FIELDS = {**SERVED.settings_fields(), "applications": {APPLICATION: APPLICATIONS[APPLICATION]},
           "application_policies": {}, "local_device": "none",
           "infaas_slack_threshold": 1.15, "infaas_scale_down_threshold": 1.25, "pipeline_partial_batches": True}
