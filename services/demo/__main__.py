@@ -23,7 +23,7 @@ import numpy as np
 
 from schemas import Query, Result
 from services.demo import bill, fcfs
-from services.demo.report import Phase, format_rows, phase_table, phases, plot, unanswered
+from services.demo.report import Phase, format_rows, format_unanswered, most_accurate, phase_table, phases, plot
 from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SERVED, Sender, schedule, send_and_wait,
                                     top_capacity_qps, vision_rates)
 from services.launcher import LocalLauncher
@@ -136,17 +136,15 @@ def report(catalogue: Catalogue, sent: list[Query], answers: dict[str, tuple[Res
     print("\n" + format_rows(table))
     silence = longest_silence_s([outcomes.answered_s], start, float(np.max(outcomes.sent_s)))
     print(f"longest stretch with no answer at all: {silence:.2f} s")
-    for app, reasons in sorted(unanswered(sent, answers).items()):
-        print(f"{app}: {sum(reasons.values())} not answered ok" + "".join(
-            f"\n  {n:>6}  {reason}" for reason, n in reasons.most_common(3)))
+    if why := format_unanswered(sent, answers):
+        print(why)
     end = start + max(p.end_s for p in stages)
     dollars = fleet_cost(tenures, prices, start, end)
     ok = int(np.count_nonzero(~np.isnan(outcomes.answered_s)))
     print(f"bill: ${dollars:.5f} for the run's {end - start:.0f} s (every running worker at its profile's price), "
           f"${1000 * dollars / max(ok, 1):.6f} per 1,000 queries answered ok")
-    best = {app: max(accuracy[v] for family in families for v in catalogue.variants_of(family) if v in accuracy)
-            for app, families in APPLICATIONS.items()}
-    figure = plot(outcomes, start, stages, accuracy, best, tenures, prices, figure_path)
+    figure = plot(outcomes, start, stages, accuracy, most_accurate(catalogue, APPLICATIONS, accuracy), tenures, prices,
+                  figure_path)
     figure.with_suffix(".json").write_text(json.dumps(table, indent=2))
     print(f"\nfigure: {figure}\nnumbers: {figure.with_suffix('.json')}", flush=True)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from schemas import Query, Result
 from services.autoscaler.app import autoscale_catalogue
-from services.demo.report import format_rows, phase_table, phases, plot, unanswered
+from services.demo.report import format_rows, format_unanswered, most_accurate, phase_table, phases, plot
 from services.demo.workload import APPLICATIONS, SERVED, Sender, send_and_wait
 from services.launcher import LocalLauncher
 from services.serve_config import settings_env
@@ -60,10 +60,13 @@ FIELDS = {**SERVED.settings_fields(), "applications": {APPLICATION: APPLICATIONS
 
 
 class Fleet(NamedTuple):
-    devices: tuple[str, ...]
-    per_hour: float
     #: as ``autoscaler_initial_fleet`` gives them
     machines: tuple[InitialMachine, ...]
+    per_hour: float
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return tuple(machine.device for machine in self.machines)
 
 
 def rates(settings: Settings) -> np.ndarray:
@@ -87,9 +90,8 @@ def settled_fleet(settings: Settings, qps: float) -> Fleet:
     catalogue = autoscale_catalogue(settings)
     state = settle(catalogue, {APPLICATION: qps}, config=GreedyConfig.from_settings(settings))
     prices = {w.name: w.price_per_hour for w in catalogue.worker_types}
-    return Fleet(tuple(w.device for w in state.workers), sum(prices[w.device] for w in state.workers),
-                 tuple(InitialMachine(device=w.device, variants=[i.variant for i in w.instances])
-                       for w in state.workers))
+    return Fleet(tuple(InitialMachine(device=w.device, variants=[i.variant for i in w.instances])
+                       for w in state.workers), sum(prices[w.device] for w in state.workers))
 
 
 def serve(stack: LocalStack, settings: Settings, plan: list[tuple[float, str]], first: Fleet
@@ -123,15 +125,13 @@ def report(settings: Settings, sent: list[Query], answers: dict[str, tuple[Resul
     stages = phases(rates(settings), PEAK_QPS / 2)
     table = phase_table(outcomes, start, stages, accuracy, tenures, prices)
     print("\n" + format_rows(table))
-    for app, reasons in sorted(unanswered(sent, answers).items()):
-        print(f"{app}: {sum(reasons.values())} not answered ok" + "".join(
-            f"\n  {n:>6}  {reason}" for reason, n in reasons.most_common(3)))
+    if why := format_unanswered(sent, answers):
+        print(why)
     bill = following_bill(tenures, prices, start, DURATION_S, peak,
                           ok=int(np.count_nonzero(~np.isnan(outcomes.answered_s))))
     print(bill_line(bill, peak))
-    best = {APPLICATION: max(accuracy[v] for family in APPLICATIONS[APPLICATION]
-                             for v in catalogue.variants_of(family) if v in accuracy)}
-    figure = plot(outcomes, start, stages, accuracy, best, tenures, prices, figure_path,
+    figure = plot(outcomes, start, stages, accuracy, most_accurate(catalogue, settings.applications, accuracy), tenures,
+                  prices, figure_path,
                   title="make demo, act 2: INFaaS' autoscaler follows vision's load, and the bill follows it",
                   fixed_fleet=(f"the fleet sized for the peak ({_named(peak)})", peak.per_hour))
     numbers = {"phases": table, "bill": bill}

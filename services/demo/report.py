@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from shared.catalogue import Catalogue
 from shared.serving.wording import reason_kind
 from shared.sim.scorecard import Outcomes, Tenure, fleet_dollars_per_hour, over_time, score
 
@@ -81,6 +82,20 @@ def unanswered(queries: Sequence, answers: Mapping[str, tuple]) -> dict[str, Cou
                       else f"{result.status.value}: {reason_kind(result.reason or '')}")
             why.setdefault(query.application, Counter())[reason] += 1
     return why
+
+
+def format_unanswered(queries: Sequence, answers: Mapping[str, tuple]) -> str:
+    """`unanswered` as lines: per application, how many and its three commonest reasons."""
+    return "\n".join(f"{app}: {sum(reasons.values())} not answered ok" + "".join(
+        f"\n  {n:>6}  {reason}" for reason, n in reasons.most_common(3))
+        for app, reasons in sorted(unanswered(queries, answers).items()))
+
+
+def most_accurate(catalogue: Catalogue, applications: Mapping[str, Sequence[str]],
+                  accuracy: Mapping[str, float]) -> dict[str, float]:
+    """Each application's most accurate variant's accuracy (``accuracy``'s units), the figure's dashed line."""
+    return {app: max(accuracy[v] for family in families for v in catalogue.variants_of(family) if v in accuracy)
+            for app, families in applications.items()}
 
 
 def _ms(value: object) -> str:

@@ -181,4 +181,5 @@ def load_following(settings: Settings) -> LoadFollowing | None:
     if settings.planner_kairos_headroom is None:
         return None
     headroom, down = settings.planner_kairos_headroom, settings.planner_kairos_scale_down_headroom
-    return LoadFollowing(headroom=headroom, scale_down_headroom=max(headroom, SCALE_DOWN_HEADROOM) if down is None else down)
+    return LoadFollowing(headroom=headroom,
+                         scale_down_headroom=max(headroom, SCALE_DOWN_HEADROOM) if down is None else down)

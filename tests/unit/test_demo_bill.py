@@ -7,7 +7,7 @@ import pytest
 
 from services.demo import bill
 from services.demo.report import phases
-from shared.settings import Settings
+from shared.settings import InitialMachine, Settings
 from shared.sim.scorecard import Tenure
 
 
@@ -40,7 +40,7 @@ def test_the_first_fleet_is_smaller_than_the_one_sized_for_the_peak(settings) ->
 
 
 def test_the_bill_counts_running_workers_against_the_peak_fleet_held_throughout() -> None:
-    peak = bill.Fleet(("cpu", "cpu", "cpu"), 0.3, ())
+    peak = bill.Fleet((InitialMachine(device="cpu"),) * 3, 0.3)
     # one cpu throughout, a second for the middle half of a 3,600 s act: 1.5 cpu-hours at $0.1
     tenures = [Tenure("cpu", 0.0, None), Tenure("cpu", 900.0, 2700.0)]
     got = bill.following_bill(tenures, {"cpu": 0.1}, 0.0, 3600.0, peak, ok=1000)

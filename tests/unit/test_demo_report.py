@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from schemas import HopTimestamps, Query, Result, ResultStatus
-from services.demo.report import Phase, format_rows, phase_table, phases, unanswered
+from services.demo.report import Phase, format_rows, format_unanswered, phase_table, phases, unanswered
 from shared.sim.scorecard import Outcomes, Tenure
 
 
@@ -38,3 +38,6 @@ def test_unanswered_queries_are_counted_by_kind_of_reason() -> None:
                "q1": dropped("would miss its deadline by 2.5 ms: sent 70 ms ago"),
                "q2": (Result(query_id="q2", status=ResultStatus.OK, variant="big", timestamps=HopTimestamps()), 0.1)}
     assert unanswered(queries, answers) == {"v": {"dropped: would miss its deadline by n ms": 2, "never answered": 1}}
+    assert format_unanswered(queries, answers) == ("v: 3 not answered ok\n       2  dropped: would miss its deadline by n ms"
+                                                  "\n       1  never answered")
+    assert format_unanswered(queries[2:3], answers) == ""
