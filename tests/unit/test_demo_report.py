@@ -38,6 +38,7 @@ def test_unanswered_queries_are_counted_by_kind_of_reason() -> None:
                "q1": dropped("would miss its deadline by 2.5 ms: sent 70 ms ago"),
                "q2": (Result(query_id="q2", status=ResultStatus.OK, variant="big", timestamps=HopTimestamps()), 0.1)}
     assert unanswered(queries, answers) == {"v": {"dropped: would miss its deadline by n ms": 2, "never answered": 1}}
-    assert format_unanswered(queries, answers) == ("v: 3 not answered ok\n       2  dropped: would miss its deadline by n ms"
+    assert format_unanswered(queries, answers) == ("v: 3 not answered ok"
+                                                  "\n       2  dropped: would miss its deadline by n ms"
                                                   "\n       1  never answered")
     assert format_unanswered(queries[2:3], answers) == ""
