@@ -23,10 +23,11 @@ import faust
 
 from schemas import AllocationPlan, SwitchPolicy, worker_event_adapter
 from services.scheduler.feeds import start_feeds
+from services.scheduler.follower import follow_topic
 from services.scheduler.handlers import SchedulerHandlers
 from services.scheduler.publisher import Publisher
 from services.scheduler.query_reader import QueryReader
-from services.scheduler.setup import SchedulerApp, app_options, follow_topic
+from services.scheduler.setup import SchedulerApp, app_options
 from services.scheduler.switching import PolicySwitcher
 from shared.adapters import topics
 from shared.adapters.ramsis_store import policy_set_reader

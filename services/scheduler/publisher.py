@@ -42,7 +42,7 @@ class Publisher:
                 written.set_exception(KafkaException(error))
 
         self._sending.set()
-        self._producer.send(topic, value=value, key=key, on_delivery=report)
+        self._producer.produce(topic, value=value, key=key, on_delivery=report)
         return written
 
     async def serve_delivery_reports(self) -> None:

@@ -1,31 +1,21 @@
 """The scheduler's plumbing: the faust app's settings, its topics and metrics endpoint before it starts,
-leaving the group, and the group-less topic reader (the same ``MERIDIAN_KAFKA_*`` security as every other
-client)."""
+and leaving the group."""
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
 from faust.app.base import BootStrategy
 from kafka.admin import MemberToRemove
 from kafka.errors import KafkaError
-from pydantic import BaseModel, ValidationError
 
 from shared import metrics
 from shared.adapters import topics
-from shared.adapters.dead_letter import describe_validation_error
 from shared.adapters.kafka_io import ensure_core_topics, make_admin
-from shared.adapters.rdkafka import make_rd_consumer, poll_messages
 from shared.settings import Settings
 
 SERVICE = "scheduler"
-#: a group-less reader's longest wait for a first message (and so a stop's), and the most it hands over
-FOLLOW_POLL_S = 0.1
-FOLLOW_MAX_MESSAGES = 500
 
 
 class LogFriendlyWorker(faust.Worker):
@@ -81,42 +71,3 @@ def leave_group(settings: Settings) -> None:
         logging.getLogger(__name__).warning("could not leave the scheduler group: %s", exc)
     finally:
         admin.close()
-
-
-async def follow_topic(settings: Settings, topic: str, parse: Callable[[bytes], BaseModel],
-                       handle: Callable[[BaseModel], Awaitable[str | None]], *,
-                       on_invalid: Callable[[bytes, str, str, int, int], None], from_start: bool) -> None:
-    """Read a whole topic with no consumer group, from its start or from now; what does not parse, or what
-    ``handle`` refuses (it returns why), goes to ``on_invalid`` with the reason.
-
-    librdkafka polls on a thread of the default executor, so the event loop waits for no fetch, and a poll
-    hands over everything that has arrived (a fetch of worker events, at load, is many)."""
-    consumer = make_rd_consumer(settings, group_id=None)
-    polling: asyncio.Future[list[Message]] | None = None
-    try:
-        partitions = await asyncio.to_thread(partitions_of, consumer, topic)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING if from_start else OFFSET_END) for p in partitions])
-        while True:
-            polling = asyncio.ensure_future(asyncio.to_thread(
-                poll_messages, consumer, timeout_s=FOLLOW_POLL_S, max_messages=FOLLOW_MAX_MESSAGES))
-            for message in await asyncio.shield(polling):  # a stop waits for the poll below, then closes
-                value = message.value()
-                try:
-                    parsed = parse(value)
-                except ValidationError as exc:
-                    on_invalid(value, describe_validation_error(exc), topic, message.partition(), message.offset())
-                    continue
-                refusal = await handle(parsed)
-                if refusal is not None:
-                    on_invalid(value, refusal, topic, message.partition(), message.offset())
-    finally:
-        if polling is not None and not polling.done():
-            await asyncio.wait([polling])
-        consumer.close()
-
-
-def partitions_of(consumer: Consumer, topic: str, timeout_s: float = 30.0) -> list[int]:
-    metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
-    if metadata.error is not None:
-        raise KafkaException(metadata.error)
-    return sorted(metadata.partitions)

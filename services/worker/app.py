@@ -25,7 +25,6 @@ from pydantic import ValidationError
 from schemas import (
     BatchFinished,
     BatchRefused,
-    BatchStarted,
     DispatchBatch,
     LoadVariant,
     QueryWork,
@@ -82,8 +81,6 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
             worker_id=ctx.worker_id, batch_id=batch.batch_id, variant=batch.variant,
             reason=f"variant {batch.variant!r} is not loaded on this worker", at=time.time()).model_dump_json().encode())
         return
-    ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchStarted(
-        worker_id=ctx.worker_id, batch_id=batch.batch_id, at=received_at).model_dump_json().encode())
     started = time.time()
     queries, expired = split_by_deadline(batch.queries, started)
     for query in expired:

@@ -56,13 +56,19 @@ class RdProducer:
              on_delivery: Callable[[KafkaError | None, Message], None] | None = None) -> None:
         """``on_delivery(error, message)`` once the broker has the message (its partition and offset) or
         gave up; called from `send`, `flush` or `poll`, on the calling thread."""
+        self.produce(topic, value=value, key=key, on_delivery=on_delivery)
+        self._producer.poll(0)
+
+    def produce(self, topic: str, *, value: bytes, key: bytes | None = None,
+                on_delivery: Callable[[KafkaError | None, Message], None] | None = None) -> None:
+        """`send`, leaving the delivery reports that have arrived to the caller's next `poll`: for a caller
+        that polls on a schedule of its own (the scheduler's 0.5 s commits need no sooner)."""
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-                break
+                return
             except BufferError:  # the local queue is full: serve delivery reports until there is room
                 self._producer.poll(0.05)
-        self._producer.poll(0)
 
     def poll(self) -> None:
         """Serve the delivery reports that have arrived, without waiting."""

@@ -20,7 +20,7 @@ class StandInProducer:
         self.answered: list = []
         self.polls = 0
 
-    def send(self, topic: str, *, value: bytes, key: bytes | None = None, on_delivery=None) -> None:
+    def produce(self, topic: str, *, value: bytes, key: bytes | None = None, on_delivery=None) -> None:
         self.unanswered.append(on_delivery)
 
     def answer(self, error: KafkaError | None = None) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 
 import numpy as np
@@ -28,6 +29,33 @@ def test_tensor_round_trip() -> None:
 def test_payload_must_match_its_shape() -> None:
     with pytest.raises(ValidationError, match="needs 16"):
         TensorPayload(dtype="float32", shape=[2, 2], data_b64=base64.b64encode(b"\0" * 8).decode())
+
+
+@pytest.mark.parametrize("text", ["", "AAAA", "AAA=", "AA==", "A===", "AAA", "AA=A", "AA AA", "AA\nA", "AAé=",
+                                  "+/+/", "-_-_", "=AAA", base64.b64encode(bytes(range(256))).decode()])
+def test_payload_size_is_read_off_the_base64_text_as_decoding_would_find_it(text: str) -> None:
+    try:
+        decoded: int | None = len(base64.b64decode(text, validate=True))
+    except (binascii.Error, ValueError):
+        decoded = None
+    rows = max(1, decoded or 1)
+    try:
+        TensorPayload(dtype="uint8", shape=[rows], data_b64=text)
+        accepted = True
+    except ValidationError as exc:
+        accepted = False
+        assert "not valid base64" in str(exc) or "needs" in str(exc)
+    assert accepted == (decoded is not None and decoded >= 1), text
+
+
+def test_a_checked_payload_put_into_another_message_is_not_checked_again() -> None:
+    payload = encode(np.zeros((1, 4), np.float32))
+    forged = payload.model_copy(update={"data_b64": "not base64"})  # a copy skips validation: unchecked
+    query = Query(query_id="q1", application="a", slo_ms=10, batch_size=1, inputs=payload, sent_at=1.0)
+    assert query.inputs is payload
+    assert Query(query_id="q1", application="a", slo_ms=10, batch_size=1, inputs=forged, sent_at=1.0).inputs is forged
+    with pytest.raises(ValidationError, match="not valid base64"):
+        Query.model_validate_json(query.model_dump_json().replace(payload.data_b64, "AAAAAAAAAAA!"))
 
 
 def test_payload_over_the_limit_is_refused() -> None:
