@@ -32,7 +32,12 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far, every thread included (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
+
+
+def stat_cpu_seconds(stat: str) -> float:
+    """User + system CPU seconds from a ``/proc`` ``stat`` line, a process's or one of its threads'."""
+    fields = stat.rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -15,7 +15,6 @@ the bench measures latency in a run of its own.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -23,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
+
+from bench.common import stat_cpu_seconds
 
 RATE_HZ = 100
 
@@ -57,7 +58,7 @@ class ThreadsCpu(NamedTuple):
     reading: float
     librdkafka: float
 
-    def __sub__(self, before: tuple[float, ...]) -> ThreadsCpu:  # type: ignore[override]
+    def __sub__(self, before: tuple[float, ...]) -> ThreadsCpu:
         return ThreadsCpu(*(after - earlier for after, earlier in zip(self, before)))
 
 
@@ -99,12 +100,11 @@ def threads_cpu_seconds(pid: int) -> ThreadsCpu:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             stat = (task / "stat").read_text()
-        except FileNotFoundError:  # ended since the listing
+        except (FileNotFoundError, ProcessLookupError):  # ended since the listing (either, by the moment)
             continue
         name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat.rpartition(")")[2].split()
         group = 0 if int(task.name) == pid else 2 if name.startswith("rdk:") else 1
-        seconds_by_group[group] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        seconds_by_group[group] += stat_cpu_seconds(stat)
     return ThreadsCpu(*seconds_by_group)
 
 

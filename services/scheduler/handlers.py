@@ -130,8 +130,8 @@ class SchedulerHandlers:
             self._labelled(metrics.DISPATCHED_QUERIES, application, self.policies.policy_of(application)).inc(count)
 
     def _labelled(self, metric: MetricWrapperBase, *labels: str) -> Any:
-        """``metric.labels(*labels)``, looked up once per label set (prometheus-client's lookup, per query,
-        was a tenth of the dispatch's metrics)."""
+        """``metric.labels(*labels)``, looked up once per label set: prometheus-client's lookup takes a lock and
+        builds its key on every call (~5 µs each in a no-broker harness of the handlers)."""
         key = (metric, labels)
         child = self._children.get(key)
         if child is None:
