@@ -10,6 +10,7 @@ second query.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Awaitable, Callable
 
@@ -37,8 +38,8 @@ async def follow_topic(settings: Settings, topic: str, parse: Callable[[bytes], 
     loop = asyncio.get_running_loop()
     polls: asyncio.Queue[Handed] = asyncio.Queue()
     stopping = threading.Event()
-    reading = asyncio.ensure_future(asyncio.to_thread(_read, settings, topic, from_start, stopping,
-                                                      lambda handed: loop.call_soon_threadsafe(polls.put_nowait, handed)))
+    hand = functools.partial(loop.call_soon_threadsafe, polls.put_nowait)
+    reading = asyncio.ensure_future(asyncio.to_thread(_read, settings, topic, from_start, stopping, hand))
     try:
         while True:
             poll = await polls.get()
