@@ -44,7 +44,7 @@ from shared.profiles import ProfileSet
 from shared.settings import Settings
 from shared.sim.arrivals import poisson_arrivals
 from shared.sim.transport import TransportModel, fit_transport, hop_records
-from shared.tensors import encode
+from shared.tensors import encode_binary
 
 
 #: seconds of each rate's load sampled by py-spy, after its measured run
@@ -62,10 +62,10 @@ def send_poisson(client: MeridianClient, rate: float, duration_s: float, *, rows
         delay = start + offset - time.time()
         if delay > 0:
             time.sleep(delay)
-        inputs = encode(rows[rng.integers(0, len(rows), size=1)]) if rows is not None else None
+        inputs = encode_binary(rows[rng.integers(0, len(rows), size=1)]) if rows is not None else None
         query = Query(query_id=f"{run}-{index}", application="digits", model=model, slo_ms=1000.0,
-                      batch_size=1, inputs=inputs, sent_at=time.time())
-        sent[query.query_id] = client.send(query).sent_at
+                      batch_size=1, inputs=inputs and inputs.tensors, sent_at=time.time())
+        sent[query.query_id] = client.send(query, inputs.binary if inputs else b"").sent_at
     client.flush()
     return sent, time.time() - start
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.wire import MAX_MESSAGE_BYTES
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -90,6 +92,9 @@ class Settings(BaseSettings):
     max_clock_skew_s: float = Field(default=5.0, gt=0.0)
     #: a query id the scheduler admitted within this many seconds is answered once; a repeat is rejected
     duplicate_window_s: float = Field(default=600.0, gt=0.0)
+    #: the most input bytes one dispatched batch carries: the message cap less 1 MiB for the batch's JSON
+    #: (a query's header takes under 1 KB), so no batch's message exceeds the cap
+    max_batch_payload_bytes: int = Field(default=MAX_MESSAGE_BYTES - 2**20, ge=1)
     #: a (re)starting scheduler reads the dispatch and results topics back to its oldest unacknowledged
     #: query, at most this far, so that it does not hand on again the re-read queries it had handed on
     restart_lookback_s: float = Field(default=120.0, ge=0.0)

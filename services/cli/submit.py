@@ -23,13 +23,15 @@ from schemas import Query, Result
 from services.cli.common import CommandError, require_broker, summary
 from services.observability.lag_exporter import collect
 from shared.adapters import topics
-from shared.adapters.client import MeridianClient
+from shared.adapters.client import MeridianClient, QueryTooLarge
 from shared.adapters.dead_letter import describe_validation_error
 from shared.adapters.kafka_io import make_admin
 from shared.catalogue import Catalogue
 from shared.serving.wording import reason_kind
 from shared.settings import Settings
-from shared.tensors import encode
+from shared.tensors import encode, encode_images
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
 #: seconds without any answer after which it looks for a scheduler
@@ -39,6 +41,8 @@ inputs:
   .npz    array `x` (or the file's only array): each entry along its first axis is one query's one row
   .jsonl  one query per line: one row (an array of the model's row shape), a list of rows, or an object
           with `inputs` (one row or a list of rows) and any other Query field (slo_ms, accuracy_floor, ...)
+  .jpg .jpeg .png  one query of that one encoded image, for image models (the worker decodes and prepares
+          it as the variant that serves it was trained)
 
 example, two digits queries (the digits models take rows of shape 1x8x8):
   $ python -c "import json; [print(json.dumps([[[0.0] * 8] * 8])) for _ in range(2)]" > two.jsonl
@@ -47,10 +51,10 @@ example, two digits queries (the digits models take rows of shape 1x8x8):
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("submit", help="send queries from an .npz or JSON-lines file, print the results",
+    parser = commands.add_parser("submit", help="send queries from an .npz, JSON-lines or image file, print the results",
                                  description=summary(__doc__), epilog=FORMATS,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("inputs", type=Path, help=".npz or .jsonl file")
+    parser.add_argument("inputs", type=Path, help=".npz, .jsonl, or a JPEG or PNG image")
     parser.add_argument("--application", required=True)
     parser.add_argument("--model", default=None, help="a family or a variant (default: any the application has)")
     parser.add_argument("--slo-ms", type=float, required=True, help="each query's latency goal")
@@ -67,10 +71,13 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings()
     require_broker(settings.kafka_bootstrap)
     with MeridianClient(settings, applications=[args.application]) as client:
-        for query in tqdm(queries, desc="sending", unit="query", disable=None, file=sys.stderr):
-            client.send(query)
+        for query, binary in tqdm(queries, desc="sending", unit="query", disable=None, file=sys.stderr):
+            try:
+                client.send(query, binary)
+            except QueryTooLarge as exc:
+                raise CommandError(str(exc)) from None
         client.flush()
-        ids = [q.query_id for q in queries]
+        ids = [q.query_id for q, _ in queries]
         complete = client.wait_for(ids, timeout_s=min(QUIET_S, args.timeout))
         if not complete and not client.results and scheduler_members(settings) == 0:
             print(f"nothing consumes {topics.QUERIES} (consumer group {topics.SCHEDULER_GROUP} has no member): is "
@@ -131,11 +138,16 @@ def answered(results: list[Result]) -> str:
     return line
 
 
-def read_queries(args: argparse.Namespace) -> Iterator[Query]:
+def read_queries(args: argparse.Namespace) -> Iterator[tuple[Query, bytes]]:
+    """Each query the file holds, and its binary section."""
     if not args.inputs.exists():
         raise CommandError(f"no such file: {args.inputs}")
     goals = {"application": args.application, "model": args.model, "slo_ms": args.slo_ms,
              "accuracy_floor": args.accuracy_floor}
+    if args.inputs.suffix.lower() in IMAGE_SUFFIXES:
+        image = encode_images([args.inputs.read_bytes()])
+        yield _query({**goals, "batch_size": 1, "inputs": image.tensors}, where=str(args.inputs)), image.binary
+        return
     shape = row_shape(Settings(), args.application, args.model)
     if args.inputs.suffix == ".npz":
         rows = npz_rows(args.inputs)
@@ -146,7 +158,7 @@ def read_queries(args: argparse.Namespace) -> Iterator[Query]:
             if line.strip():
                 yield make_query({**goals, **json_fields(line, number, shape)}, where=f"line {number}")
     else:
-        raise CommandError(f"{args.inputs}: expected an .npz or .jsonl file")
+        raise CommandError(f"{args.inputs}: expected an .npz, .jsonl, .jpg, .jpeg or .png file")
 
 
 def npz_rows(path: Path) -> np.ndarray:
@@ -180,10 +192,14 @@ def json_fields(line: str, number: int, shape: tuple[int, ...] | None) -> dict[s
     return fields
 
 
-def make_query(fields: dict, *, where: str) -> Query:
+def make_query(fields: dict, *, where: str) -> tuple[Query, bytes]:
+    """A query of ``fields["inputs"]``' rows, sent as a JSON tensor (OIP ``data``)."""
     rows = fields["inputs"]
+    return _query({"batch_size": len(rows), **fields, "inputs": encode(rows)}, where=where), b""
+
+
+def _query(fields: dict, *, where: str) -> Query:
     try:
-        return Query(**{"query_id": f"cli-{uuid.uuid4().hex[:16]}", "batch_size": len(rows), "sent_at": 0.0,
-                        **fields, "inputs": encode(rows)})
+        return Query(**{"query_id": f"cli-{uuid.uuid4().hex[:16]}", "sent_at": 0.0, **fields})
     except ValidationError as exc:
         raise CommandError(f"{where}: {describe_validation_error(exc)}") from None

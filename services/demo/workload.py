@@ -24,7 +24,7 @@ from shared.catalogue import Catalogue
 from shared.proteus.workload import piecewise_poisson, rate_curve
 from shared.settings import Settings
 from shared.sim.arrivals import load_trace_timestamps
-from shared.tensors import encode
+from shared.tensors import encode_binary
 
 #: what is served: ``infra/serve.yaml`` (its applications, policies, planner settings and workers)
 SERVED = ServeConfig.load()
@@ -83,14 +83,16 @@ class Sender:
     def __init__(self, client: MeridianClient, rows: np.ndarray, *, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
-        self.payloads = [encode(rows[i:i + 1]) for i in range(min(len(rows), 256))]
+        self.payloads = [encode_binary(rows[i:i + 1]) for i in range(min(len(rows), 256))]
         self.sent: list[Query] = []
 
-    def query(self, app: str, k: int) -> Query:
+    def query(self, app: str, k: int) -> tuple[Query, bytes]:
+        """The ``k``-th query of ``app`` and its binary section."""
         inputs = self.payloads[k % len(self.payloads)] if app == "digits" else None
-        return Query(query_id=f"{self.prefix}-{uuid.uuid4().hex[:12]}", application=app,
-                     model=APPLICATIONS[app][0], slo_ms=SLO_MS[app], batch_size=1, inputs=inputs,
-                     sent_at=time.time())
+        query = Query(query_id=f"{self.prefix}-{uuid.uuid4().hex[:12]}", application=app,
+                      model=APPLICATIONS[app][0], slo_ms=SLO_MS[app], batch_size=1, inputs=inputs and inputs.tensors,
+                      sent_at=time.time())
+        return query, inputs.binary if inputs else b""
 
     def send(self, plan: Sequence[tuple[float, str]]) -> None:
         start = time.time()
@@ -98,7 +100,7 @@ class Sender:
             delay = start + offset - time.time()
             if delay > 0:
                 time.sleep(delay)
-            self.sent.append(self.client.send(self.query(app, k)))
+            self.sent.append(self.client.send(*self.query(app, k)))
         self.client.flush()
 
     def warm_up(self, applications: Sequence[str] = ("vision", "digits")) -> None:
@@ -106,7 +108,7 @@ class Sender:
         for _ in range(10):
             ids = []
             for k in range(40):
-                ids.append(self.client.send(self.query(applications[k % len(applications)], k)).query_id)
+                ids.append(self.client.send(*self.query(applications[k % len(applications)], k)).query_id)
                 time.sleep(0.02)
             self.client.flush()
             self.client.wait_for(ids, timeout_s=30)

@@ -4,7 +4,6 @@ so none of them may become the client's answer: ``spoiled`` must be 0.
 """
 from __future__ import annotations
 
-import base64
 import json
 import time
 import uuid
@@ -13,10 +12,10 @@ from collections.abc import Callable
 import numpy as np
 from pydantic import BaseModel
 
-from schemas import Query, ResultStatus
+from schemas import Query, ResultStatus, wire
 from shared.adapters.client import MeridianClient
 from shared.settings import Settings
-from shared.tensors import encode
+from shared.tensors import encode, encode_images
 
 Hostile = Callable[[Query, str], bytes]
 
@@ -26,11 +25,40 @@ def _query(template: Query, query_id: str, **fields: object) -> bytes:
     return template.model_copy(update=update).model_dump_json().encode()
 
 
+def _raw(template: Query, query_id: str, tensor: dict, rows: int = 1) -> bytes:
+    """A query whose input is ``tensor`` as OIP JSON (no check of it on the way out)."""
+    return json.dumps({**json.loads(_query(template, query_id)), "batch_size": rows, "inputs": [tensor]}).encode()
+
+
+def _binary(template: Query, query_id: str, tensor: dict, binary: bytes, rows: int = 1) -> bytes:
+    """... framed with ``binary`` (`schemas.wire`)."""
+    return wire.pack(_raw(template, query_id, tensor, rows), [binary])
+
+
 def _oversized(template: Query, query_id: str) -> bytes:
-    rows = 1300  # 1300 x 1 x 32 x 32 float32 = 5.3 MB: over the 4 MiB payload limit, under the broker's 16 MiB
-    payload = {"dtype": "float32", "shape": [rows, 1, 32, 32],
-               "data_b64": base64.b64encode(bytes(rows * 1024 * 4)).decode()}
-    return json.dumps({**json.loads(_query(template, query_id)), "batch_size": rows, "inputs": payload}).encode()
+    """A well-formed 15 MB tensor: over the 4 MiB payload limit, under the broker's 16 MiB."""
+    rows = 3600  # 3600 x 1 x 32 x 32 float32 = 14.7 MB
+    size = rows * 1024 * 4
+    tensor = {"name": "input", "shape": [rows, 1, 32, 32], "datatype": "FP32", "parameters": {"binary_data_size": size}}
+    return _binary(template, query_id, tensor, bytes(size), rows)
+
+
+def _claims_2gb(template: Query, query_id: str) -> bytes:
+    """A header declaring 2 GB of binary data, with a few bytes of it."""
+    tensor = {"name": "input", "shape": [1, 1, 8, 8], "datatype": "FP32", "parameters": {"binary_data_size": 2 << 30}}
+    return _binary(template, query_id, tensor, bytes(256))
+
+
+def _short_binary(template: Query, query_id: str) -> bytes:
+    """A tensor whose header is right, followed by fewer bytes than it declares."""
+    tensor = {"name": "input", "shape": [1, 1, 8, 8], "datatype": "FP32", "parameters": {"binary_data_size": 256}}
+    return _binary(template, query_id, tensor, bytes(100))
+
+
+def _image_for_digits(template: Query, query_id: str) -> bytes:
+    """An encoded image (BYTES) for a model that takes FP32 rows."""
+    inputs = encode_images([b"\xff\xd8\xff\xe0 not really a JPEG"])
+    return _binary(template, query_id, inputs.tensors[0].model_dump(exclude_none=True), inputs.binary)
 
 
 #: messages that parse but cannot be served, by kind: (the message claiming a query id, made from a valid
@@ -44,7 +72,10 @@ REFUSED: dict[str, tuple[Hostile, str]] = {
     "sent a minute ahead": (lambda t, qid: _query(t, qid, sent_at=time.time() + 60),
                             "s ahead of the scheduler's clock"),
     "wrong row shape": (lambda t, qid: _query(t, qid, batch_size=1, inputs=encode(np.zeros((1, 3, 3), np.float32))),
-                        "`inputs` rows have shape [3, 3] of float32, but the model takes rows of shape"),
+                        "`inputs` are rows of shape [3, 3] of FP32, but the model takes rows of shape [1, 8, 8]"),
+    "images for a tensor model": (_image_for_digits, "`inputs` are encoded images, but the model takes rows of shape"),
+    "less binary data than declared": (_short_binary, "the message carries 100 bytes of binary data, but its "
+                                                      "`inputs` declare 256"),
 }
 
 #: messages that do not parse, by kind: refused under their position, never under the id they claim
@@ -52,6 +83,10 @@ UNPARSED: dict[str, tuple[Hostile, str]] = {
     "wrong types": (lambda t, qid: json.dumps({"query_id": qid, "application": 5, "slo_ms": "fast"}).encode(),
                     "`application` must be a valid string (got 5)"),
     "oversized payload": (_oversized, "exceeds the 4 MiB limit"),
+    "header claiming 2 GB": (_claims_2gb, "2.05e+03 MiB exceeds the 4 MiB limit"),
+    "data length disagreeing with shape": (
+        lambda t, qid: _raw(t, qid, {"name": "input", "shape": [1, 1, 8, 8], "datatype": "FP32", "data": [0.0, 1.0, 2.0]}),
+        "`data` holds 3 elements but shape [1, 1, 8, 8] needs 64"),
 }
 
 HOSTILE = {**REFUSED, **UNPARSED}

@@ -21,7 +21,7 @@ from shared import metrics
 from shared.adapters.client import MeridianClient
 from shared.settings import Settings
 from shared.sim.arrivals import gamma_arrivals, load_trace_timestamps, poisson_arrivals, trace_arrivals
-from shared.tensors import encode
+from shared.tensors import encode_binary
 
 
 def arrival_times(args: argparse.Namespace, rng: np.random.Generator) -> np.ndarray:
@@ -53,12 +53,11 @@ def run(args: argparse.Namespace, settings: Settings) -> LoadSummary:
                 time.sleep(delay)
             inputs = None
             if rows is not None:
-                picks = rng.integers(0, len(rows), size=args.batch_size)
-                inputs = encode(rows[picks])
+                inputs = encode_binary(rows[rng.integers(0, len(rows), size=args.batch_size)])
             query = Query(query_id=f"{run_id}-{index}", application=args.application, model=args.model,
                           slo_ms=args.slo_ms, accuracy_floor=args.accuracy_floor, batch_size=args.batch_size,
-                          inputs=inputs, sent_at=time.time())
-            query = client.send(query)
+                          inputs=inputs and inputs.tensors, sent_at=time.time())
+            query = client.send(query, inputs.binary if inputs else b"")
             sent[query.query_id] = (query.sent_at, query.slo_ms)
             metrics.CLIENT_QUERIES_SENT.labels(args.application).inc()
         client.flush()

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from kafka import TopicPartition
 
+from schemas import wire
 from shared.adapters import topics
 from shared.adapters.kafka_io import make_consumer
 from shared.adapters.recording import read_offsets, read_range
@@ -52,10 +53,11 @@ def oldest_unacknowledged_s(settings: Settings, partitions: Iterable[int], *, ti
 
 
 def _query_ids(value: bytes) -> list[str]:
-    """The query ids a dispatch batch or a result names (read without validating: they went out valid)."""
+    """The query ids a dispatch batch or a result names (read without validating: they went out valid; a
+    batch's binary section is not read)."""
     try:
-        message = json.loads(value)
-    except ValueError:
+        message = json.loads(wire.unpack(value)[0])
+    except ValueError:  # wire.FrameError too
         return []
     if not isinstance(message, dict):
         return []

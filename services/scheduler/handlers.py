@@ -19,7 +19,7 @@ from typing import Any, cast
 from prometheus_client.metrics import MetricWrapperBase
 from pydantic import BaseModel, ValidationError
 
-from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, SwitchPolicy, position
+from schemas import AllocationPlan, HopTimestamps, LoadVariant, Query, Result, SwitchPolicy, position, wire
 from services.scheduler import messages
 from services.scheduler.handed_on import handed_on_query_ids
 from services.scheduler.load_window import LoadWindow
@@ -70,9 +70,17 @@ class SchedulerHandlers:
     async def on_query(self, message: QueryMessage) -> None:
         core = self.core
         try:
-            query = Query.model_validate_json(message.value)
+            header, binary = wire.unpack(message.value)
+            query = Query.model_validate_json(header)
+        except wire.FrameError as exc:
+            self.refuse(message, str(exc), None, trusted_id=False)
+            return
         except ValidationError as exc:
             self.refuse(message, describe_validation_error(exc), None, trusted_id=False)
+            return
+        if len(binary) != query.binary_bytes:
+            self.refuse(message, f"the message carries {len(binary):,} bytes of binary data, but its `inputs` "
+                                 f"declare {query.binary_bytes:,}", query, trusted_id=True)
             return
         delivery = (message.partition, message.offset)
         if query.query_id in self.handed_on:  # re-read after a restart: dispatched or answered before it
@@ -82,7 +90,7 @@ class SchedulerHandlers:
         self.load.record(query.application, query.batch_size)
         if self.metadata is not None and query.application not in core.catalogue.applications:
             await self.metadata.learn(query.application)
-        received = messages.Received(query, position(topics.QUERIES, *delivery))
+        received = messages.Received(query, position(topics.QUERIES, *delivery), binary)
         rejection = core.admit(query, payload=received, ack_token=delivery, delivery=delivery,
                                transport_s=message.created_s)
         if rejection is not None:
@@ -112,11 +120,26 @@ class SchedulerHandlers:
             load = LoadVariant(worker_id=worker_id, variant=variant)
             publisher.send(topics.dispatch_topic(worker_id), key=variant.encode(), value=load.model_dump_json().encode())
         for dispatch in step.dispatches:
-            batch = messages.dispatch_batch(dispatch)
-            written = publisher.send(topics.dispatch_topic(batch.worker_id), key=batch.batch_id.encode(),
-                                     value=batch.model_dump_json().encode())
-            self.acknowledge_when_written(written, [i.ack_token for i in dispatch.items if i.ack_token is not None])
-            self.observe_dispatch(dispatch, sum(q.batch_size for q in batch.queries))
+            written = publisher.send(topics.dispatch_topic(dispatch.worker_id), key=dispatch.batch_id.encode(),
+                                     value=messages.dispatch_value(dispatch))
+            written.add_done_callback(functools.partial(self._dispatch_written, dispatch))
+            self.observe_dispatch(dispatch, dispatch.rows)
+
+    def _dispatch_written(self, dispatch: Dispatch, written: asyncio.Future[None]) -> None:
+        """A batch's send is over: its queries' messages are acknowledged once the broker holds it; if the
+        send failed (the broker or librdkafka refused it), the worker never got it, so the core frees the
+        worker and each query is answered ``error`` with the reason: nothing stays in flight."""
+        error = written.exception() if not written.cancelled() else None
+        if not written.cancelled() and error is None:
+            _acknowledge_if_written(self.acks, [i.ack_token for i in dispatch.items if i.ack_token is not None], written)
+            return
+        reason = f"its batch could not be sent to worker {dispatch.worker_id}: {error or 'the send was cancelled'}"
+        logger.warning("batch %s of %d queries: %s", dispatch.batch_id, len(dispatch.items), reason)
+        self.core.batch_failed(dispatch.worker_id, dispatch.batch_id)
+        now = time.time()
+        for item in dispatch.items:
+            self.send_final(messages.failed(item, reason[:2000], now), item.ack_token)
+        self.step_soon()
 
     def observe_dispatch(self, dispatch: Dispatch, rows: int) -> None:
         """A batch's metrics: its rows, and per query its wait in the queue; counted per application."""

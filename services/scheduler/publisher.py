@@ -30,7 +30,8 @@ class Publisher:
         self._sending = asyncio.Event()
 
     def send(self, topic: str, value: bytes, key: bytes | None = None) -> asyncio.Future[None]:
-        """Hand the message to librdkafka; the future is done once the broker has it."""
+        """Hand the message to librdkafka; the future is done once the broker has it, or failed with why not
+        (at once when librdkafka refuses the message itself, as it does one over the size cap)."""
         written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def report(error: KafkaError | None, _: Message) -> None:  # on this thread, from a poll
@@ -42,7 +43,10 @@ class Publisher:
                 written.set_exception(KafkaException(error))
 
         self._sending.set()
-        self._producer.produce(topic, value=value, key=key, on_delivery=report)
+        try:
+            self._producer.produce(topic, value=value, key=key, on_delivery=report)
+        except KafkaException as exc:  # refused at once (too large, unknown topic ...): no report will come
+            written.set_exception(exc)
         return written
 
     async def serve_delivery_reports(self) -> None:

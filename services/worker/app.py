@@ -35,6 +35,7 @@ from schemas import (
     VariantUnloaded,
     WorkerHeartbeat,
     WorkerStopped,
+    wire,
     worker_command_adapter,
 )
 from services.worker.executors import EmulatedExecutor, ExecutionError, Executor, OnnxExecutor
@@ -46,7 +47,7 @@ from shared.adapters.rdkafka import RdProducer, assign_at_committed, make_rd_con
 from shared.profiles.sources import load_profile_source
 from shared.serving.expiry import expired_reason, split_by_deadline
 from shared.settings import Settings
-from shared.tensors import decode_batch
+from shared.tensors import read_batch
 
 SERVICE = "worker"
 COMMIT_INTERVAL_S = 0.2
@@ -71,7 +72,7 @@ class WorkerContext:
         return "true" if self.executor.emulated else "false"
 
 
-def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float) -> None:
+def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float, binary: bytes | memoryview = b"") -> None:
     if batch.incarnation not in (None, ctx.incarnation):
         metrics.WORKER_STALE_BATCHES.labels(ctx.worker_id).inc()
         return  # sent to this worker's previous process: the scheduler re-queues it, running it would repeat it
@@ -82,6 +83,12 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
             reason=f"variant {batch.variant!r} is not loaded on this worker", at=time.time()).model_dump_json().encode())
         return
     started = time.time()
+    try:
+        inputs = dict(zip((q.query_id for q in batch.queries), read_batch([q.inputs for q in batch.queries], binary)))
+    except ValueError as exc:
+        inputs, unreadable = {}, str(exc)
+    else:
+        unreadable = None
     queries, expired = split_by_deadline(batch.queries, started)
     for query in expired:
         publish_result(ctx, query, Result(
@@ -89,11 +96,26 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
             status=ResultStatus.DROPPED,
             reason=expired_reason(query, started, ctx.worker_id), worker_id=ctx.worker_id, batch_id=batch.batch_id,
             timestamps=query.timestamps.model_copy(update=dict(worker_received=received_at, result_sent=time.time()))))
-    rows = sum(q.batch_size for q in queries)
+    failed: dict[str, str] = {}
+    arrays: list[np.ndarray] = []
+    for query in queries:
+        given = inputs.get(query.query_id)
+        if unreadable is not None:
+            failed[query.query_id] = unreadable
+        elif given is not None:
+            try:
+                array = ctx.executor.prepare(batch.variant, given)
+            except ExecutionError as exc:
+                failed[query.query_id] = str(exc)
+                continue
+            if array is not None:
+                arrays.append(array)
+    served = [q for q in queries if q.query_id not in failed]
+    rows = sum(q.batch_size for q in served)
     outputs, error = None, None
-    if queries:
+    if served:
         try:
-            outputs = ctx.executor.run(batch.variant, decode_batch([q.inputs for q in queries]), rows)
+            outputs = ctx.executor.run(batch.variant, _concatenate(arrays, len(served)), rows)
         except (ExecutionError, ValueError) as exc:
             error = str(exc)
     finished = time.time()
@@ -103,25 +125,36 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
     dollars_per_row = ctx.price_per_hour * compute_s / 3600.0 / max(rows, 1)
     offset = 0
     for query in queries:
-        predictions = None
-        if outputs is not None:
+        predictions, reason = None, failed.get(query.query_id, error)
+        if outputs is not None and query.query_id not in failed:
             predictions = np.asarray(outputs[offset:offset + query.batch_size]).argmax(axis=-1).tolist()
-        offset += query.batch_size
+            offset += query.batch_size
         result = Result(
             query_id=query.query_id, query_position=query.query_position, application=query.application,
-            status=ResultStatus.ERROR if error else ResultStatus.OK, reason=error, note=query.note,
+            status=ResultStatus.ERROR if reason else ResultStatus.OK, reason=reason, note=query.note,
             variant=batch.variant, worker_id=ctx.worker_id, device=ctx.executor.device,
             emulated=ctx.executor.emulated, batch_id=batch.batch_id, predictions=predictions,
             cost_dollars=dollars_per_row * query.batch_size, timestamps=query.timestamps.model_copy(update=dict(
                 worker_received=received_at, compute_started=started, compute_finished=finished,
                 result_sent=time.time())))
         publish_result(ctx, query, result, compute_s)
-        if error is None:
+        if reason is None:
             metrics.SERVED_ROWS.labels(query.application, batch.variant).inc(query.batch_size)
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=BatchFinished(
         worker_id=ctx.worker_id, batch_id=batch.batch_id, variant=batch.variant, device=ctx.executor.device,
         rows=rows, compute_ms=compute_s * 1000.0, ok=error is None, compute_started_at=started,
         at=time.time()).model_dump_json().encode())
+
+
+def _concatenate(arrays: list[np.ndarray], queries: int) -> np.ndarray | None:
+    """The served queries' inputs as one batch; ``None`` when none carries any (emulated work)."""
+    if not arrays:
+        return None
+    if len(arrays) != queries:
+        raise ExecutionError("some queries of the batch carry inputs and some do not")
+    if len({(a.shape[1:], a.dtype) for a in arrays}) > 1:
+        raise ExecutionError("queries of one batch have different input shapes or datatypes")
+    return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
 
 
 def publish_result(ctx: WorkerContext, query: QueryWork, result: Result, compute_s: float | None = None) -> None:
@@ -165,7 +198,7 @@ def handle_unload(ctx: WorkerContext, command: UnloadVariant, received_at: float
     metrics.WORKER_LOADED_VARIANTS.labels(ctx.worker_id).set(len(ctx.executor.loaded()))
 
 
-HANDLERS = {DispatchBatch: handle_dispatch, LoadVariant: handle_load, UnloadVariant: handle_unload}
+HANDLERS = {LoadVariant: handle_load, UnloadVariant: handle_unload}
 
 
 def heartbeat(ctx: WorkerContext, interval_s: float, stop: threading.Event) -> None:
@@ -192,14 +225,19 @@ def serve(ctx: WorkerContext, consumer: Consumer, stop: threading.Event, *, comm
         for message in messages:
             received_at = time.time()
             try:
-                command = worker_command_adapter.validate_json(message.value())
-            except ValidationError as exc:
-                publish_dead_letter(ctx.producer, message.value(), describe_validation_error(exc), service=SERVICE,
+                header, binary = wire.unpack(message.value())
+                command = worker_command_adapter.validate_json(header)
+            except ValueError as exc:  # a ValidationError, or a wire.FrameError
+                reason = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+                publish_dead_letter(ctx.producer, message.value(), reason, service=SERVICE,
                                     source_topic=message.topic(), partition=message.partition(),
                                     offset=message.offset())
                 continue
             ctx.inflight = 1
-            HANDLERS[type(command)](ctx, command, received_at)
+            if isinstance(command, DispatchBatch):
+                handle_dispatch(ctx, command, received_at, binary)
+            else:
+                HANDLERS[type(command)](ctx, command, received_at)
             ctx.inflight = 0
         if pending and time.monotonic() - committed_at >= commit_interval_s:
             ctx.producer.flush()  # everything the handled commands produced is on the broker ...
@@ -212,8 +250,9 @@ def serve(ctx: WorkerContext, consumer: Consumer, stop: threading.Event, *, comm
 
 def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerContext, Consumer]:
     profiles = load_profile_source(args.profile_source, settings)
+    images = {p.variant: p.image_preprocessing for p in profiles.variants if p.image_preprocessing is not None}
     executor: Executor = (EmulatedExecutor(profiles, args.emulate, seed=args.seed) if args.emulate
-                          else OnnxExecutor(settings.models_dir))
+                          else OnnxExecutor(settings.models_dir, images=images))
     device = profiles.device_by_name.get(executor.device)
     price = device.price_per_hour if device else 0.0
     ensure_core_topics(settings, topics.TopicSpec(topics.dispatch_topic(args.worker_id), 1))

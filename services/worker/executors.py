@@ -1,4 +1,8 @@
-"""How a worker runs a batch: for real with onnxruntime, or by replaying a device's measured profile."""
+"""How a worker runs a batch: for real with onnxruntime, or by replaying a device's measured profile.
+
+A real executor first prepares each query's input alone (`prepare`): a numeric tensor as it is, encoded
+images decoded and prepared as the variant's profile says (`shared.imaging`), so a query whose input is
+bad is answered ``error`` alone and the rest of its batch runs."""
 from __future__ import annotations
 
 import time
@@ -7,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.profiles import ProfileSet
+from shared import imaging
+from shared.profiles import ImagePreprocessing, ProfileSet
 from shared.serving.service_time import ProfileServiceTime
+from shared.tensors import QueryInputs, to_array, to_elements
 
 
 class ExecutionError(Exception):
@@ -31,6 +37,11 @@ class Executor(ABC):
     def loaded(self) -> list[str]: ...
 
     @abstractmethod
+    def prepare(self, variant: str, inputs: QueryInputs) -> np.ndarray | None:
+        """One query's input as ``variant``'s model takes it (``None`` when emulating); `ExecutionError`
+        with the reason when it cannot be."""
+
+    @abstractmethod
     def run(self, variant: str, inputs: np.ndarray | None, rows: int) -> np.ndarray | None:
         """Run one batch; return its outputs (``None`` when emulating)."""
 
@@ -40,10 +51,13 @@ class OnnxExecutor(Executor):
 
     emulated = False
 
-    def __init__(self, models_dir: Path, *, device: str = "cpu-1t") -> None:
+    def __init__(self, models_dir: Path, *, device: str = "cpu-1t",
+                 images: dict[str, ImagePreprocessing] | None = None) -> None:
         self.device = device
         self._models_dir = Path(models_dir)
         self._sessions: dict[str, object] = {}
+        #: variant -> how its model takes encoded images (from its profile)
+        self._images = images or {}
 
     def load(self, variant: str) -> float:
         from shared.modelzoo.variants import optimization_level_of
@@ -61,6 +75,17 @@ class OnnxExecutor(Executor):
 
     def loaded(self) -> list[str]:
         return sorted(self._sessions)
+
+    def prepare(self, variant: str, inputs: QueryInputs) -> np.ndarray:
+        try:
+            if inputs.tensor.datatype != "BYTES":
+                return to_array(inputs)
+            spec = self._images.get(variant)
+            if spec is None:
+                raise ExecutionError(f"variant {variant!r} takes no encoded images (its profile says no preprocessing)")
+            return np.stack([imaging.prepare(image, spec) for image in to_elements(inputs)])
+        except ValueError as exc:  # imaging.ImageError too
+            raise ExecutionError(str(exc)[:500]) from None
 
     def run(self, variant: str, inputs: np.ndarray | None, rows: int) -> np.ndarray:
         from shared.onnx_runtime import run_batch
@@ -107,6 +132,10 @@ class EmulatedExecutor(Executor):
 
     def loaded(self) -> list[str]:
         return sorted(self._loaded)
+
+    def prepare(self, variant: str, inputs: QueryInputs) -> None:
+        """Nothing to prepare: the replayed profile stands for the whole batch (decoding included)."""
+        return None
 
     def run(self, variant: str, inputs: np.ndarray | None, rows: int) -> None:
         if variant not in self._loaded:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from schemas import Query, Result, position
+from schemas import Query, Result, position, wire
 from shared.adapters import topics
 from shared.adapters.answers import Answers, ResultAt
 from shared.adapters.rdkafka import RdProducer, make_rd_consumer, poll_messages
@@ -36,6 +36,10 @@ class UnreadableTopic(RuntimeError):
     """A results topic the client was asked to read is not visible to it."""
 
 
+class QueryTooLarge(ValueError):
+    """A query whose inputs no dispatched batch could carry: the scheduler would reject it."""
+
+
 class MeridianClient:
     """``on_result(result, received_at)`` is called once per query, from the receiving thread.
 
@@ -46,6 +50,7 @@ class MeridianClient:
     def __init__(self, settings: Settings, *, applications: Sequence[str] | None = None,
                  on_result: Callable[[Result, float], None] | None = None, topic_timeout_s: float = 10.0) -> None:
         self._on_result = on_result
+        self._max_payload_bytes = settings.max_batch_payload_bytes
         self._producer = RdProducer(settings)
         self._consumer = make_rd_consumer(settings, group_id=None)
         names = [topics.results_topic(app) for app in (applications or settings.applications)] + [topics.RESULTS]
@@ -90,13 +95,22 @@ class MeridianClient:
                     raise
                 time.sleep(0.2)
 
-    def send(self, query: Query) -> Query:
-        """Send ``query`` stamped with the time of sending (its deadline counts from it); returns what was
-        sent."""
+    def send(self, query: Query, binary: bytes = b"") -> Query:
+        """Send ``query`` stamped with the time of sending (its deadline counts from it), with the binary
+        data its inputs declare (`shared.tensors.encode_binary`, `encode_images`); returns what was sent.
+
+        A query that no batch could carry is refused here, before it is sent (`QueryTooLarge`).
+        """
+        if len(binary) != query.binary_bytes:
+            raise ValueError(f"`binary` holds {len(binary):,} bytes but the query's inputs declare {query.binary_bytes:,}")
+        if query.payload_bytes > self._max_payload_bytes:
+            raise QueryTooLarge(f"query {query.query_id!r}: its inputs take {query.payload_bytes:,} bytes, more than "
+                                f"the {self._max_payload_bytes:,} a batch's message may carry")
         query = query.model_copy(update={"sent_at": time.time()})
         with self._lock:
             self._answers.sending(query.query_id)
-        self._producer.send(topics.QUERIES, key=query.application.encode(), value=query.model_dump_json().encode(),
+        self._producer.send(topics.QUERIES, key=query.application.encode(),
+                            value=wire.pack(query.model_dump_json().encode(), [binary]),
                             on_delivery=functools.partial(self._delivered, query.query_id))
         return query
 

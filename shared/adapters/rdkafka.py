@@ -17,11 +17,9 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from schemas.wire import MAX_MESSAGE_BYTES
 from shared.adapters.kafka_io import RECONNECT_OPTIONS
 from shared.settings import Settings
-
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-
 
 def client_config(settings: Settings) -> dict[str, Any]:
     """Connection, security and reconnection, the same for every librdkafka client."""

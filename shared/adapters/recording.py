@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from kafka import KafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from schemas import Query, Result, worker_event_adapter
+from schemas import Query, Result, wire, worker_event_adapter
 from shared.adapters import topics
 from shared.adapters.kafka_io import make_consumer
 from shared.serving.wording import duration
@@ -113,8 +113,8 @@ def record(settings: Settings, start_s: float, end_s: float, *, answers_within_s
     recording = Recording(start_s, end_s)
     for at, raw in read_range(settings, [topics.QUERIES], start_s, end_s):
         try:
-            recording.queries.append((at, Query.model_validate_json(raw)))
-        except ValidationError:
+            recording.queries.append((at, Query.model_validate_json(wire.unpack(raw)[0])))
+        except ValueError:  # a ValidationError, or a wire.FrameError
             recording.unreadable += 1
     if not recording.queries:
         raise RangeError(f"no query was sent in the range ({duration(end_s - start_s)} ending "

@@ -39,6 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
+from shared import imaging
+from shared.profiles.format import ImagePreprocessing
+
 __all__ = [
     "FAMILY",
     "INPUT_NAME",
@@ -54,6 +57,7 @@ __all__ = [
     "load_module",
     "main",
     "preprocess",
+    "preprocessing",
     "weights_path",
 ]
 
@@ -183,16 +187,13 @@ def preprocess(images: np.ndarray, image_size: int) -> np.ndarray:
 
     The evaluation preprocessing of TensorFlow EfficientNet(-Lite): a central square crop of
     ``S / (S + 32)`` of the shorter side, a bilinear (antialiased) resize to ``S x S``, then
-    ``(pixel - 127) / 128``.
+    ``(pixel - 127) / 128``: `shared.imaging`, the very code a worker prepares encoded images with.
 
     Examples
     --------
     >>> preprocess(np.zeros((300, 451, 3), dtype=np.uint8), 224).shape
     (1, 3, 224, 224)
     """
-    import torch
-    import torch.nn.functional as F
-
     images = np.asarray(images)
     if images.ndim == 3:
         images = images[None]
@@ -200,22 +201,13 @@ def preprocess(images: np.ndarray, image_size: int) -> np.ndarray:
         raise ValueError(
             f"`images` must be [H, W, 3] or [N, H, W, 3] RGB, got shape {images.shape}"
         )
-    x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32)).permute(
-        0, 3, 1, 2
-    )
-    height, width = x.shape[-2:]
-    crop = max(1, round(image_size / (image_size + _CROP_PADDING) * min(height, width)))
-    top, left = (height - crop) // 2, (width - crop) // 2
-    x = x[..., top : top + crop, left : left + crop]
-    x = F.interpolate(
-        x,
-        size=(image_size, image_size),
-        mode="bilinear",
-        antialias=True,
-        align_corners=False,
-    )
-    x = (x.clamp(0.0, 255.0) - _MEAN_RGB) / _STD_RGB
-    return np.ascontiguousarray(x.numpy(), dtype=np.float32)
+    spec = preprocessing(image_size)
+    return np.stack([imaging.prepare_pixels(image, spec) for image in images])
+
+
+def preprocessing(image_size: int) -> ImagePreprocessing:
+    """The family's preprocessing at resolution ``image_size``, as recorded beside each profile."""
+    return ImagePreprocessing(size=image_size, crop_padding=_CROP_PADDING, mean=_MEAN_RGB, std=_STD_RGB)
 
 
 # ------------------------------------------------------------------------------------------------- export
@@ -370,7 +362,8 @@ def build_profiles(
             num_loads=2,
         )
         for profile in found:
-            profile = profile.model_copy(update={"accuracy": variant.published_top1})
+            profile = profile.model_copy(update={"accuracy": variant.published_top1,
+                                                 "image_preprocessing": preprocessing(variant.image_size)})
             logger.info(
                 "%s on %s: published top-1 %.3f, batch 1 %.1f ms, batch 8 %.1f ms, batch %d %.1f ms, "
                 "load %.1f ms, memory %s MB (%.1f s)",

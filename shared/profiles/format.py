@@ -16,7 +16,9 @@ Format (``schema_version`` 1)::
          "batch_latency_ms": {"10": 5.4, "20": 6.1},     # typical (mean or median, see source) latency
          "latency_samples_ms": {"10": [5.3, 5.5]} | null,
          "load_latency_ms": 120.0 | null, "peak_memory_mb": 80.0 | null,
-         "max_batch": 1000, "measured": true}
+         "max_batch": 1000, "measured": true,
+         "input_shape": [3, 224, 224] | null, "input_dtype": "float32" | null,
+         "image_preprocessing": {"size": 224, "crop_padding": 32, "mean": 127.0, "std": 128.0} | null}
       ]
     }
 
@@ -58,6 +60,20 @@ class DeviceType(BaseModel):
     startup_s: float | None = Field(default=None, ge=0.0)
 
 
+class ImagePreprocessing(BaseModel):
+    """How a variant's model was fed images when it was trained and exported, so that a worker prepares an
+    encoded image (`shared.imaging`) as the model expects: a central square crop of ``size / (size +
+    crop_padding)`` of the shorter side, resized (bilinear, antialiased) to ``size`` x ``size``, RGB
+    scaled as ``(pixel - mean) / std``, channels first."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    size: int = Field(ge=1, le=4096)
+    crop_padding: int = Field(ge=0)
+    mean: float
+    std: float = Field(gt=0.0)
+
+
 class VariantProfile(_CachedModel):
     variant: str
     family: str
@@ -73,6 +89,8 @@ class VariantProfile(_CachedModel):
     #: admission; None for profiles of models that are only emulated
     input_shape: tuple[int, ...] | None = None
     input_dtype: str | None = None
+    #: the model takes encoded images too (OIP ``BYTES``), prepared this way into ``input_shape``
+    image_preprocessing: ImagePreprocessing | None = None
 
     @field_validator("batch_latency_ms")
     @classmethod

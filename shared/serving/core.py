@@ -15,7 +15,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from schemas import BatchFinished, BatchRefused, VariantLoaded, VariantUnloaded, WorkerHeartbeat, WorkerStopped
+from schemas import (NUMPY_DATATYPES, BatchFinished, BatchRefused, VariantLoaded, VariantUnloaded, WorkerHeartbeat,
+                     WorkerStopped)
 from shared.catalogue import Catalogue, QueryRejected, Resolution
 from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
 from shared.profiles.format import VariantProfile
@@ -38,10 +39,34 @@ class AdmissionRequest(Protocol):
     batch_size: int
     slo_ms: float
     accuracy_floor: float | None
-    #: a `TensorPayload` (``shape``, ``dtype``) or None
-    inputs: object | None
+    #: its OIP input tensors (``shape``, ``datatype``), or None
+    inputs: Sequence[object] | None
+    #: what its inputs add to a dispatched batch's message (bytes)
+    payload_bytes: int
     #: the client's send time, on the clock the core is given: the deadline counts from it
     sent_at: float
+
+
+#: numpy's datatype names (profiles) -> the Open Inference Protocol's (queries)
+OIP_DATATYPES = {numpy: oip for oip, numpy in NUMPY_DATATYPES.items()}
+
+
+class ModelInput(NamedTuple):
+    """What a variant's model takes: rows of this shape and datatype, and encoded images if it says how to
+    prepare them."""
+
+    row: tuple[int, ...]
+    datatype: str
+    images: bool
+
+    def accepts(self, row: tuple[int, ...], datatype: str) -> bool:
+        if datatype == "BYTES":
+            return self.images and not row
+        return (row, datatype) == (self.row, self.datatype)
+
+    def __str__(self) -> str:
+        rows = f"rows of shape {list(self.row)} of {self.datatype}"
+        return f"{rows} or encoded images (BYTES of shape [n])" if self.images else rows
 
 
 class Rejection(NamedTuple):
@@ -86,6 +111,10 @@ class CoreConfig:
     #: served again
     duplicate_window_s: float = 600.0
     duplicate_window_size: int = 200_000
+    #: the most payload bytes one batch may carry, so that its message stays under the transport's cap: a
+    #: policy's batch beyond it is cut (what is cut off waits at the head of the queue for the next one),
+    #: and a query beyond it alone is rejected at admission
+    max_batch_payload_bytes: float = math.inf
 
     @classmethod
     def from_settings(cls, settings: "Settings", *, batch_id_prefix: str) -> "CoreConfig":
@@ -96,7 +125,8 @@ class CoreConfig:
                    pipeline_lead_s=settings.pipeline_lead_ms / 1000.0,
                    pipeline_partial_batches=settings.pipeline_partial_batches, learn_service_rate=True,
                    worker_timeout_s=settings.worker_timeout_s, batch_id_prefix=batch_id_prefix,
-                   max_clock_skew_s=settings.max_clock_skew_s, duplicate_window_s=settings.duplicate_window_s)
+                   max_clock_skew_s=settings.max_clock_skew_s, duplicate_window_s=settings.duplicate_window_s,
+                   max_batch_payload_bytes=settings.max_batch_payload_bytes)
 
 
 @dataclass(slots=True)
@@ -251,6 +281,9 @@ class SchedulerCore:
         problem = self._clock_problem(query.sent_at, now, transport_s)
         if problem is not None:
             return Rejection(problem)
+        if query.payload_bytes > self.config.max_batch_payload_bytes:
+            return Rejection(f"its inputs take {query.payload_bytes:,} bytes, more than the "
+                             f"{self.config.max_batch_payload_bytes:,.0f} a batch's message may carry")
         resolution = self._resolve(query)
         if isinstance(resolution, str):
             return Rejection(resolution)
@@ -272,7 +305,7 @@ class SchedulerCore:
         last_start = deadline - fastest - reserve
         drop_at = last_start if ahead_until <= last_start else -math.inf
         self.queue.push(Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until,
-                               resolution.note))
+                               resolution.note, query.payload_bytes))
         self.policy.on_query_added(pending)
         return None
 
@@ -358,6 +391,13 @@ class SchedulerCore:
             behind.predicted_start_s += late
             behind.predicted_finish_s += late
 
+    def batch_failed(self, worker_id: str, batch_id: str) -> None:
+        """The batch could not be sent (the transport refused its message): the worker never got it, so it
+        is free again; its queries are the caller's to answer."""
+        record = self.workers.get(worker_id)
+        if record is not None and record.inflight.pop(batch_id, None) is not None:
+            self._batch_left(worker_id, record, self._clock())
+
     def batch_refused(self, worker_id: str, batch_id: str, variant: str) -> None:
         """The worker no longer held the batch's variant (an autoscaler unloaded it while the batch was on its
         way): it answered none of the queries, so they go back to the head of the queue, and the worker is
@@ -406,10 +446,12 @@ class SchedulerCore:
 
     def _requeue(self, items: Sequence[Queued]) -> None:
         """Dispatched queries back to the head of the queue, their messages already acknowledged."""
-        requeued = [Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s,
-                           note=i.note) for i in items]
-        self.queue.push_front(requeued)
-        for item in requeued:
+        self._push_front([Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s,
+                                 note=i.note, payload_bytes=i.payload_bytes) for i in items])
+
+    def _push_front(self, items: list[Queued]) -> None:
+        self.queue.push_front(items)
+        for item in items:
             self.policy.on_query_added(item.pending)
 
     def release(self, moved: Callable[[Hashable], bool]) -> int:
@@ -489,6 +531,11 @@ class SchedulerCore:
                 raise ValueError(f"query {item.pending.query_id!r} may not run on {variant!r}")
         if not items or rows > worker.max_batch:
             raise ValueError(f"bad assignment {assignment!r} for worker {worker.worker_id!r}")
+        fits = self._fitting(items)
+        if fits < len(items):
+            rows -= sum(item.pending.batch_size for item in items[fits:])
+            self._push_front(items[fits:])
+            items = items[:fits]
         batch_id = f"{self.config.batch_id_prefix}-{self._batches}"
         self._batches += 1
         starts = max(now, worker.busy_until_s) if worker.inflight else now  # after the batch it is finishing
@@ -497,6 +544,16 @@ class SchedulerCore:
         worker.busy_until_s, worker.idle_view = finish, None
         self._idle.discard(worker.worker_id)
         return Dispatch(batch_id, worker.worker_id, worker.incarnation, variant, tuple(items), rows, now)
+
+    def _fitting(self, items: list[Queued]) -> int:
+        """How many of ``items``, in order, one batch's message carries (at least one: no admitted query is
+        larger than a batch may be)."""
+        limit, carried = self.config.max_batch_payload_bytes, 0
+        for count, item in enumerate(items):
+            carried += item.payload_bytes
+            if carried > limit and count:
+                return count
+        return len(items)
 
     def _resolve(self, query: AdmissionRequest) -> Resolution | str:
         key = (query.application, query.model, query.batch_size, query.slo_ms, query.accuracy_floor)
@@ -564,27 +621,31 @@ class SchedulerCore:
                     f"they may differ by at most {duration(limit)}")
         return None
 
-    def _accepting(self, candidates: tuple[str, ...], inputs: object | None) -> tuple[str, ...] | str:
-        """The candidates whose model takes rows like the query's, or why none does."""
+    def _accepting(self, candidates: tuple[str, ...], inputs: Sequence[object] | None) -> tuple[str, ...] | str:
+        """The candidates whose model takes rows like the query's, or why none does: a numeric tensor's rows
+        must be the model's, and encoded images (``BYTES`` of shape ``[n]``) go to models that say how to
+        prepare them."""
         if inputs is None:
             return candidates
-        row, dtype = tuple(inputs.shape[1:]), inputs.dtype
-        key = (candidates, row, dtype)
+        tensor = inputs[0]
+        row, datatype = tuple(tensor.shape[1:]), tensor.datatype
+        key = (candidates, row, datatype)
         accepted = self._accepted.get(key)
         if accepted is None:
             takes = {v: self._input_of(v) for v in candidates}
-            accepted = tuple(v for v, spec in takes.items() if spec is None or spec == (row, dtype))
+            accepted = tuple(v for v, spec in takes.items() if spec is None or spec.accepts(row, datatype))
             if not accepted:
-                expected = sorted({f"{list(shape)} of {dt}" for shape, dt in takes.values()})
-                accepted = (f"`inputs` rows have shape {list(row)} of {dtype}, but the model takes rows of shape "
-                            f"{' or '.join(expected)}")
+                expected = " or ".join(sorted({str(spec) for spec in takes.values() if spec is not None}))
+                given = "encoded images" if datatype == "BYTES" and not row else f"rows of shape {list(row)} of {datatype}"
+                accepted = f"`inputs` are {given}, but the model takes {expected}"
             self._accepted[key] = accepted
         return accepted
 
-    def _input_of(self, variant: str) -> tuple[tuple[int, ...], str] | None:
+    def _input_of(self, variant: str) -> ModelInput | None:
         for profile in self._catalogue.profiles_of(variant):
             if profile.input_shape is not None:
-                return tuple(profile.input_shape), profile.input_dtype or "float32"
+                datatype = OIP_DATATYPES.get(profile.input_dtype or "float32", profile.input_dtype or "float32")
+                return ModelInput(tuple(profile.input_shape), datatype, profile.image_preprocessing is not None)
         return None
 
     def _remember(self, query_id: str, now: float, delivery: Hashable | None) -> None:

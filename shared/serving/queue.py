@@ -36,6 +36,8 @@ class Queued:
     ahead_until_s: float = 0.0
     #: why its goals were relaxed at admission, if they were (copied into its result)
     note: str | None = None
+    #: what its inputs add to its batch's message (bytes): the core bounds a batch by the sum
+    payload_bytes: int = 0
 
 
 class QueueView(Sequence[PendingQuery]):

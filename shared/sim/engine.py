@@ -104,6 +104,8 @@ class SimQuery(NamedTuple):
     sent_at: float
     accuracy_floor: float | None = None
     inputs: None = None
+    #: the bytes its inputs would add to a batch's message: the core bounds a batch by their sum, live and here
+    payload_bytes: int = 0
 
 
 class Lifetime(NamedTuple):

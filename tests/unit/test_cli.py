@@ -62,7 +62,7 @@ def test_submit_refuses_what_it_cannot_read(tmp_path, capsys) -> None:
     assert main(["submit", str(tmp_path / "none.npz"), "--application", "digits", "--slo-ms", "100"]) == 2
     assert "no such file" in capsys.readouterr().err
     code, err = submit(tmp_path, "rows.csv", "1,2,3\n", capsys)
-    assert code == 2 and "expected an .npz or .jsonl file" in err
+    assert code == 2 and "expected an .npz, .jsonl, .jpg, .jpeg or .png file" in err
     code, err = submit(tmp_path, "rows.jsonl", "[[1.0, 2.0]]\n{not json\n", capsys)
     assert code == 2 and "line 2: not JSON" in err
     code, err = submit(tmp_path, "rows.jsonl", json.dumps({"rows": [[1.0]]}) + "\n", capsys)
@@ -82,7 +82,20 @@ def test_submit_takes_one_row_or_a_list_of_rows_per_json_line(tmp_path) -> None:
     (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(v) for v in (one_row, two_rows, {"inputs": one_row})))
     args = argparse.Namespace(inputs=tmp_path / "q.jsonl", application="digits", model=None, slo_ms=100.0,
                               accuracy_floor=None)
-    assert [q.batch_size for q in read_queries(args)] == [1, 2, 1]
+    assert [q.batch_size for q, _ in read_queries(args)] == [1, 2, 1]
+
+
+def test_submit_sends_an_image_file_as_one_encoded_image(tmp_path) -> None:
+    import argparse
+
+    from services.cli.submit import read_queries
+
+    (tmp_path / "cat.JPG").write_bytes(b"\xff\xd8 the bytes of a JPEG")
+    args = argparse.Namespace(inputs=tmp_path / "cat.JPG", application="photos", model=None, slo_ms=500.0,
+                              accuracy_floor=None)
+    [(query, binary)] = list(read_queries(args))
+    assert query.inputs[0].datatype == "BYTES" and query.inputs[0].shape == [1] and query.batch_size == 1
+    assert binary == (22).to_bytes(4, "little") + b"\xff\xd8 the bytes of a JPEG"
 
 
 def test_submit_says_when_nothing_consumes_the_queries(tmp_path, monkeypatch, capsys) -> None:
@@ -94,7 +107,7 @@ def test_submit_says_when_nothing_consumes_the_queries(tmp_path, monkeypatch, ca
         def __init__(self, *_, **__) -> None: ...
         def __enter__(self): return self
         def __exit__(self, *_) -> None: ...
-        def send(self, query): return query
+        def send(self, query, binary=b""): return query
         def flush(self) -> None: ...
         def wait_for(self, ids, timeout_s) -> bool: return False
 

@@ -1,16 +1,15 @@
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from schemas import MAX_PAYLOAD_BYTES, AllocationPlan, Query, TensorPayload, worker_command_adapter, worker_event_adapter
+from schemas import MAX_PAYLOAD_BYTES, AllocationPlan, InferTensor, Query, worker_command_adapter, worker_event_adapter
 from schemas.export import JSON_DIR, render_schemas
-from shared.tensors import decode, encode
+from schemas.messages import JSON_ELEMENT_BYTES
+from shared.tensors import QueryInputs, encode, encode_binary, encode_images, read_batch, to_array
 
 
 def test_exported_json_schemas_match_the_models() -> None:
@@ -21,47 +20,81 @@ def test_exported_json_schemas_match_the_models() -> None:
     assert not drifted, f"schemas drifted from the models: {drifted}; run `make schemas`"
 
 
-def test_tensor_round_trip() -> None:
+def _tensor(**fields: object) -> InferTensor:
+    return InferTensor.model_validate({"name": "input", "shape": [2, 2], "datatype": "FP32", **fields})
+
+
+def test_json_tensor_round_trip() -> None:
     array = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    assert np.array_equal(decode(encode(array)), array)
+    [tensor] = encode(array)
+    assert tensor.datatype == "FP32" and tensor.shape == [2, 3, 4] and len(tensor.data) == 24
+    assert np.array_equal(to_array(QueryInputs(tensor, memoryview(b""))), array)
 
 
-def test_payload_must_match_its_shape() -> None:
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "int32", "uint8"])
+def test_binary_tensor_round_trip(dtype: str) -> None:
+    array = (np.arange(24) % 7).astype(dtype).reshape(4, 6)
+    inputs = encode_binary(array)
+    assert inputs.tensors[0].binary_size == array.nbytes == len(inputs.binary)
+    [read] = read_batch([inputs.tensors], inputs.binary)
+    assert np.array_equal(to_array(read), array) and to_array(read).dtype == array.dtype
+
+
+def test_a_binary_size_must_be_what_the_shape_needs() -> None:
     with pytest.raises(ValidationError, match="needs 16"):
-        TensorPayload(dtype="float32", shape=[2, 2], data_b64=base64.b64encode(b"\0" * 8).decode())
+        _tensor(parameters={"binary_data_size": 8})
 
 
-@pytest.mark.parametrize("text", ["", "AAAA", "AAA=", "AA==", "A===", "AAA", "AA=A", "AA AA", "AA\nA", "AAé=",
-                                  "+/+/", "-_-_", "=AAA", base64.b64encode(bytes(range(256))).decode()])
-def test_payload_size_is_read_off_the_base64_text_as_decoding_would_find_it(text: str) -> None:
-    try:
-        decoded: int | None = len(base64.b64decode(text, validate=True))
-    except (binascii.Error, ValueError):
-        decoded = None
-    rows = max(1, decoded or 1)
-    try:
-        TensorPayload(dtype="uint8", shape=[rows], data_b64=text)
-        accepted = True
-    except ValidationError as exc:
-        accepted = False
-        assert "not valid base64" in str(exc) or "needs" in str(exc)
-    assert accepted == (decoded is not None and decoded >= 1), text
+def test_data_must_match_the_shape_and_the_datatype() -> None:
+    with pytest.raises(ValidationError, match="`data` holds 3 elements but shape"):
+        _tensor(data=[1.0, 2.0, 3.0])
+    with pytest.raises(ValidationError, match="must hold int elements"):
+        _tensor(datatype="INT64", data=[1.5, 2.0, 3.0, 4.0])
+    with pytest.raises(ValidationError, match="must hold str elements"):
+        _tensor(shape=[2], datatype="BYTES", data=[1, 2])
+    with pytest.raises(ValidationError, match="not both or neither"):
+        _tensor()
+    with pytest.raises(ValidationError, match="not both or neither"):
+        _tensor(data=[0.0] * 4, parameters={"binary_data_size": 16})
 
 
-def test_a_checked_payload_put_into_another_message_is_not_checked_again() -> None:
-    payload = encode(np.zeros((1, 4), np.float32))
-    forged = payload.model_copy(update={"data_b64": "not base64"})  # a copy skips validation: unchecked
-    query = Query(query_id="q1", application="a", slo_ms=10, batch_size=1, inputs=payload, sent_at=1.0)
-    assert query.inputs is payload
-    assert Query(query_id="q1", application="a", slo_ms=10, batch_size=1, inputs=forged, sent_at=1.0).inputs is forged
-    with pytest.raises(ValidationError, match="not valid base64"):
-        Query.model_validate_json(query.model_dump_json().replace(payload.data_b64, "AAAAAAAAAAA!"))
+def test_bytes_need_room_for_their_length_prefixes() -> None:
+    with pytest.raises(ValidationError, match="at least 12"):
+        _tensor(shape=[3], datatype="BYTES", parameters={"binary_data_size": 11})
+    assert _tensor(shape=[3], datatype="BYTES", parameters={"binary_data_size": 12}).binary_size == 12
 
 
-def test_payload_over_the_limit_is_refused() -> None:
-    rows = MAX_PAYLOAD_BYTES // 4 + 1
-    with pytest.raises(ValidationError, match="exceeds"):
-        TensorPayload(dtype="float32", shape=[rows], data_b64="")
+def test_a_checked_tensor_put_into_another_message_is_not_checked_again() -> None:
+    [tensor] = encode(np.zeros((1, 4), np.float32))
+    forged = tensor.model_copy(update={"data": [1.0]})  # a copy skips validation: unchecked
+    query = Query(query_id="q1", application="a", slo_ms=10, batch_size=1, inputs=[tensor], sent_at=1.0)
+    assert query.inputs[0] is tensor
+    assert Query(query_id="q1", application="a", slo_ms=10, batch_size=1, inputs=[forged], sent_at=1.0).inputs[0] is forged
+    with pytest.raises(ValidationError, match="`data` holds 1 elements"):
+        Query.model_validate_json(query.model_dump_json().replace("[0.0,0.0,0.0,0.0]", "[0.0]"))
+
+
+@pytest.mark.parametrize("fields", [dict(shape=[MAX_PAYLOAD_BYTES // 4 + 1], data=None,
+                                         parameters={"binary_data_size": MAX_PAYLOAD_BYTES + 4}),
+                                    dict(shape=[1], datatype="BYTES", parameters={"binary_data_size": 2 << 30})])
+def test_payload_over_the_limit_is_refused(fields: dict) -> None:
+    with pytest.raises(ValidationError, match="exceeds the 4 MiB limit"):
+        _tensor(**fields)
+
+
+def test_a_query_takes_one_input_tensor() -> None:
+    [tensor] = encode(np.zeros((1, 4), np.float32))
+    with pytest.raises(ValidationError, match="at most 1 item"):
+        Query(query_id="q1", application="a", slo_ms=10, batch_size=1, inputs=[tensor, tensor], sent_at=1.0)
+
+
+def test_payload_and_binary_bytes_of_a_query() -> None:
+    images = encode_images([b"abc", b"defgh"])
+    query = Query(query_id="q1", application="a", slo_ms=10, batch_size=2, inputs=images.tensors, sent_at=1.0)
+    assert query.binary_bytes == query.payload_bytes == len(images.binary) == 4 + 3 + 4 + 5
+    as_json = Query(query_id="q2", application="a", slo_ms=10, batch_size=1,
+                    inputs=encode(np.zeros((1, 4), np.float32)), sent_at=1.0)
+    assert as_json.binary_bytes == 0 and as_json.payload_bytes == 4 * JSON_ELEMENT_BYTES
 
 
 def test_query_rows_must_match_inputs() -> None:

@@ -6,14 +6,14 @@ import itertools
 import numpy as np
 import pytest
 
-from schemas import BatchFinished, BatchRefused, Query, WorkerHeartbeat, WorkerStopped, position
-from services.scheduler.messages import Received, dispatch_batch, dropped
+from schemas import BatchFinished, BatchRefused, Query, WorkerHeartbeat, WorkerStopped, position, wire, worker_command_adapter
+from services.scheduler.messages import Received, dispatch_batch, dispatch_value, dropped
 from shared.catalogue import Catalogue
 from shared.policy.base import DispatchDecision, DispatchPolicy
 from shared.policy.fcfs import FcfsDispatch
-from shared.profiles import DeviceType, ProfileSet, VariantProfile
+from shared.profiles import DeviceType, ImagePreprocessing, ProfileSet, VariantProfile
 from shared.serving import CoreConfig, SchedulerCore
-from shared.tensors import encode
+from shared.tensors import encode, encode_binary, encode_images, read_batch, to_array
 
 PROFILES = ProfileSet(
     source="test", devices=[DeviceType(name="cpu", kind="cpu", price_per_hour=0.1)], slo_ms={"fam": 50.0},
@@ -47,16 +47,19 @@ class Harness:
                                              pipeline_lead_s=options.get("lead", 0.0),
                                              pipeline_partial_batches=bool(options.get("partial", False)),
                                              learn_service_rate=options.get("learn", False),
-                                             transport_prior_s=options.get("margin", 0.0)), clock=self.clock)
+                                             transport_prior_s=options.get("margin", 0.0),
+                                             max_batch_payload_bytes=options.get("payload", float("inf"))),
+                                  clock=self.clock)
 
     def at(self, now: float) -> "Harness":
         self.clock.now = now
         return self
 
-    def admit(self, query: Query, now: float, token=None, *, sent_at: float | None = None, **transport) -> str | None:
-        """Admit ``query`` as sent at ``sent_at`` (default: just now)."""
+    def admit(self, query: Query, now: float, token=None, *, sent_at: float | None = None, binary: bytes = b"",
+              **transport) -> str | None:
+        """Admit ``query`` as sent at ``sent_at`` (default: just now), with its binary section."""
         query = query.model_copy(update={"sent_at": now if sent_at is None else sent_at})
-        received = Received(query, position("meridian.queries", 0, next(self.offsets)))
+        received = Received(query, position("meridian.queries", 0, next(self.offsets)), memoryview(binary))
         rejection = self.at(now).core.admit(query, payload=received, ack_token=token, **transport)
         return None if rejection is None else rejection.reason
 
@@ -304,9 +307,9 @@ def test_the_duplicate_window_is_bounded_in_time() -> None:
 def test_inputs_must_match_the_models_row_shape_and_dtype() -> None:
     core = Harness()
     wrong = core.admit(make_query("q", inputs=encode(np.zeros((1, 3), np.float32))), 1.0)
-    assert wrong == "`inputs` rows have shape [3] of float32, but the model takes rows of shape [4] of float32"
+    assert wrong == "`inputs` are rows of shape [3] of FP32, but the model takes rows of shape [4] of FP32"
     typed = core.admit(make_query("q", inputs=encode(np.zeros((1, 4), np.int64))), 1.0)
-    assert "of int64" in typed
+    assert "of INT64" in typed
 
 
 class LoadingEverywhere(FcfsDispatch):
@@ -426,3 +429,73 @@ def test_policies_see_a_compute_deadline_that_leaves_the_measured_transport_its_
     pending = core.core.queue.items["late"].pending
     assert pending.reserve_s == pytest.approx(0.010)
     assert pending.deadline_s == pytest.approx(now + pending.slo_ms / 1000.0 - 0.010)
+
+
+def _binary_query(qid: str, value: float) -> tuple[Query, bytes]:
+    inputs = encode_binary(np.full((1, 4), value, np.float32))  # 16 bytes
+    return make_query(qid, inputs=inputs.tensors), inputs.binary
+
+
+def test_a_batch_is_bounded_by_its_payload_bytes_and_what_is_cut_off_goes_next() -> None:
+    core = Harness(payload=40)  # two 16-byte queries fit, three do not
+    core.event(heartbeat("w1"), 0.0)
+    for k in range(5):
+        query, binary = _binary_query(f"q{k}", k)
+        assert core.admit(query, 1.0, f"t{k}", binary=binary) is None
+    sizes = []
+    for now in (1.0, 1.01, 1.02):
+        [dispatch] = core.step(now).dispatches
+        assert sum(i.payload_bytes for i in dispatch.items) <= 40
+        sizes.append([i.pending.query_id for i in dispatch.items])
+        core.event(BatchFinished(worker_id="w1", batch_id=dispatch.batch_id, variant="small", device="cpu", rows=1,
+                                 compute_ms=1.0, ok=True, at=now), now + 0.005)
+    assert sizes == [["q0", "q1"], ["q2", "q3"], ["q4"]]
+
+
+def test_a_query_larger_than_any_batch_may_carry_is_rejected_at_admission() -> None:
+    query, binary = _binary_query("q", 1.0)
+    assert "its inputs take 16 bytes, more than the 15 a batch's message may carry" in \
+        Harness(payload=15).admit(query, 1.0, binary=binary)
+
+
+def test_a_batch_whose_send_failed_frees_its_worker() -> None:
+    core = Harness()
+    core.event(heartbeat("w1"), 0.0)
+    core.admit(make_query("q1"), 1.0)
+    [dispatch] = core.step(1.0).dispatches
+    core.admit(make_query("q2"), 1.01)
+    assert not core.step(1.01).dispatches  # w1 is busy with q1's batch ...
+    core.at(1.02).core.batch_failed("w1", dispatch.batch_id)
+    [(batch, _)] = core.batches(1.02)  # ... until its send fails: nothing of it is in flight
+    assert [q.query_id for q in batch.queries] == ["q2"]
+    assert list(core.core.workers["w1"].inflight) == [batch.batch_id]
+
+
+def test_the_dispatched_message_carries_each_querys_binary_section_in_order() -> None:
+    core = Harness()
+    core.event(heartbeat("w1"), 0.0)
+    sent = [_binary_query(f"q{k}", k) for k in range(3)]
+    for query, binary in sent:
+        core.admit(query, 1.0, binary=binary)
+    [dispatch] = core.step(1.0).dispatches
+    header, section = wire.unpack(dispatch_value(dispatch))
+    batch = worker_command_adapter.validate_json(header)
+    assert bytes(section) == b"".join(binary for _, binary in sent)
+    read = read_batch([q.inputs for q in batch.queries], section)
+    assert [float(to_array(r)[0, 0]) for r in read] == [0.0, 1.0, 2.0]
+
+
+IMAGES = ImagePreprocessing(size=4, crop_padding=0, mean=0.0, std=1.0)
+
+
+def test_encoded_images_go_only_to_variants_that_say_how_to_prepare_them() -> None:
+    profiles = PROFILES.model_copy(update={"variants": [
+        PROFILES.variants[0], PROFILES.variants[1].model_copy(update={"image_preprocessing": IMAGES})]})
+    core = SchedulerCore(FcfsDispatch(), Catalogue(profiles, {"app": ["fam"]}), CoreConfig(), clock=lambda: 1.0)
+    images = encode_images([b"jpeg"])
+    query = make_query("q", inputs=images.tensors, slo_ms=500.0, sent_at=1.0)
+    assert core.admit(query, payload=Received(query, "meridian.queries/0/1", memoryview(images.binary))) is None
+    assert core.queue.items["q"].pending.candidate_variants == ("large",)
+    tensor_only = SchedulerCore(FcfsDispatch(), Catalogue(PROFILES, {"app": ["fam"]}), CoreConfig(), clock=lambda: 1.0)
+    assert tensor_only.admit(query).reason == ("`inputs` are encoded images, but the model takes rows of shape [4] "
+                                               "of FP32")
