@@ -74,8 +74,6 @@ REFUSED: dict[str, tuple[Hostile, str]] = {
     "wrong row shape": (lambda t, qid: _query(t, qid, batch_size=1, inputs=encode(np.zeros((1, 3, 3), np.float32))),
                         "`inputs` are rows of shape [3, 3] of FP32, but the model takes rows of shape [1, 8, 8]"),
     "images for a tensor model": (_image_for_digits, "`inputs` are encoded images, but the model takes rows of shape"),
-    "less binary data than declared": (_short_binary, "the message carries 100 bytes of binary data, but its "
-                                                      "`inputs` declare 256"),
 }
 
 #: messages that do not parse, by kind: refused under their position, never under the id they claim
@@ -83,7 +81,9 @@ UNPARSED: dict[str, tuple[Hostile, str]] = {
     "wrong types": (lambda t, qid: json.dumps({"query_id": qid, "application": 5, "slo_ms": "fast"}).encode(),
                     "`application` must be a valid string (got 5)"),
     "oversized payload": (_oversized, "exceeds the 4 MiB limit"),
-    "header claiming 2 GB": (_claims_2gb, "2.05e+03 MiB exceeds the 4 MiB limit"),
+    "less binary data than declared": (_short_binary, "the message carries 100 bytes of binary data, but its "
+                                                      "`inputs` declare 256"),
+    "header claiming 2 GB": (_claims_2gb, "`binary_data_size` is 2147483648 bytes but shape [1, 1, 8, 8] of FP32 needs 256"),
     "data length disagreeing with shape": (
         lambda t, qid: _raw(t, qid, {"name": "input", "shape": [1, 1, 8, 8], "datatype": "FP32", "data": [0.0, 1.0, 2.0]}),
         "`data` holds 3 elements but shape [1, 1, 8, 8] needs 64"),

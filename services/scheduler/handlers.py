@@ -80,7 +80,7 @@ class SchedulerHandlers:
             return
         if len(binary) != query.binary_bytes:
             self.refuse(message, f"the message carries {len(binary):,} bytes of binary data, but its `inputs` "
-                                 f"declare {query.binary_bytes:,}", query, trusted_id=True)
+                                 f"declare {query.binary_bytes:,}", query, trusted_id=False)
             return
         delivery = (message.partition, message.offset)
         if query.query_id in self.handed_on:  # re-read after a restart: dispatched or answered before it
@@ -169,7 +169,7 @@ class SchedulerHandlers:
             result = messages.rejected(query.query_id, reason, position=at, application=query.application,
                                        timestamps=HopTimestamps(client_sent=query.sent_at))
         else:
-            claimed = query.query_id if query is not None else best_effort_id(raw)
+            claimed = query.query_id if query is not None else best_effort_id(_header(raw))
             result = messages.rejected_at(at, reason, claimed_query_id=claimed,
                                           application=query and query.application)
         self.send_final(result, (message.partition, message.offset))
@@ -295,3 +295,11 @@ def _acknowledge_if_written(acks: Acknowledgements, deliveries: list[Hashable], 
         return
     for partition, offset in cast(list[tuple[int, int]], deliveries):
         acks.acknowledge(partition, offset)
+
+
+def _header(value: bytes) -> bytes:
+    """A message's JSON header, where the id it claims is (the value itself when it is not framed)."""
+    try:
+        return wire.unpack(value)[0]
+    except wire.FrameError:
+        return value
