@@ -53,6 +53,11 @@ class OnnxExecutor(Executor):
 
     def __init__(self, models_dir: Path, *, device: str = "cpu-1t",
                  images: dict[str, ImagePreprocessing] | None = None) -> None:
+        # what loading a variant imports (onnx reads its recorded optimization level, ~0.9 s to import),
+        # imported now, at the worker's start, not inside the first load a waiting query pays for
+        import onnx  # noqa: F401
+
+        from shared import onnx_runtime  # noqa: F401
         self.device = device
         self._models_dir = Path(models_dir)
         self._sessions: dict[str, object] = {}
