@@ -51,7 +51,8 @@ stack-down:
 	-bash infra/redis/redis.sh stop
 	-bash infra/prometheus/prometheus.sh stop
 
-demo: $(DIGITS)
+# The demo's third act classifies photographs with the real EfficientNet-Lite models: it builds them (torch).
+demo: $(VAR)/models/.built
 	$(PYTHON) -m services.demo
 
 # The quick first smoke test: digits on two CPU workers, first come first served.
@@ -59,7 +60,7 @@ demo-fcfs: $(DIGITS)
 	$(PYTHON) -m services.demo.fcfs
 
 # The demo, then each overview dashboard panel as Prometheus draws it (headless Chromium), in var/dashboards/.
-dashboards-shot: $(DIGITS)
+dashboards-shot: $(VAR)/models/.built
 	$(PYTHON) -m services.demo --screenshots
 
 test: $(VAR)/models/.built

@@ -9,10 +9,11 @@
 2. Added latency of image queries at 20 and 100 q/s, p50 / p99: (result received - client send) less the
    compute and the wait in the scheduler's queue: what the three hops add (client to scheduler, scheduler
    to worker, worker to client), on a worker emulating ``g4dn-emu`` so that 100 q/s is below its capacity.
-3. A real onnxruntime worker serving EfficientNet-Lite0 from the shipped photographs (`photos.augmented`):
-   its SLO attainment at a rate below its capacity; each photograph's answer against the same variant
-   run in this process on the same image; one query of 64 photographs (the largest batch of the
-   profile), its rows and bytes.
+3. A real onnxruntime worker serving EfficientNet-Lite0 from the shipped photographs, the demo's third act
+   (`services.demo.photos`) with every query on Lite0: its SLO attainment at a rate below its capacity;
+   each photograph's answer against the same variant run in this process on the same image, and against
+   the photograph's subject; one query of 64 photographs (the largest batch of the profile), its rows and
+   bytes.
 
 Writes ``bench/results/payload.json`` and draws ``bench/results/payload.png`` (CPU per query and added
 latency, image against digits).
@@ -30,14 +31,13 @@ import numpy as np
 
 from bench.common import RESULTS_DIR, CoreShares, save_figure, write_result
 from schemas import Query, ResultStatus, wire
+from services.demo import photos as photos_act
 from services.launcher import LocalLauncher
 from services.stack import LocalStack
-from shared import imaging
 from shared.adapters import topics
 from shared.adapters.client import MeridianClient
 from shared.adapters.recording import read_range
-from shared.modelzoo import efficientnet, photos
-from shared.onnx_runtime import make_session, run_batch
+from shared.modelzoo import photos
 from shared.settings import Settings
 from shared.sim.arrivals import poisson_arrivals
 from shared.tensors import Inputs, encode_binary, encode_images
@@ -142,29 +142,13 @@ def path_cost(stack: LocalStack, launcher: LocalLauncher, rate: float, duration_
     return measured
 
 
-def real_vision(stack: LocalStack, launcher: LocalLauncher, rate: float, duration_s: float) -> dict:
-    """Part 3: a real Lite0 worker on the shipped photographs."""
-    scheduler = launcher.start_scheduler(metrics_port=29411, extra_env=ENV)
-    launcher.start_worker("pay-real-photos", variants=[MODEL["photos"]], metrics_port=29412, extra_env=ENV)
-    launcher.wait_for_workers(scheduler, 1, timeout_s=120)
-    settings = stack.settings().model_copy(update={"applications": APPLICATIONS})
-    shots = photos.augmented(48, seed=7, quality=QUALITY)
-    spec = efficientnet.preprocessing(224)
-    session = make_session(settings.models_dir / f"{MODEL['photos']}.onnx")
-    expected = [int(run_batch(session, imaging.prepare(s.jpeg, spec)[None]).argmax()) for s in shots]
-    with MeridianClient(settings, applications=["photos"]) as client:
-        client.wait_for(send(client, "photos", 5.0, 3.0, [encode_images([s.jpeg]) for s in shots], seed=8), 30)
-        sent = send(client, "photos", rate, duration_s, [encode_images([s.jpeg]) for s in shots], seed=9)
-        client.wait_for(sent, timeout_s=60)
-        within, same, named = 0, 0, 0
-        for index, query_id in enumerate(sent):
-            if query_id not in client.results:
-                continue
-            result, received = client.results[query_id]
-            ok = result.status is ResultStatus.OK
-            within += ok and (received - sent[query_id]) * 1000.0 <= SLO_MS["photos"]
-            same += ok and result.predictions == [expected[index % len(shots)]]
-            named += ok and result.predictions[0] in shots[index % len(shots)].classes
+def real_vision(stack: LocalStack, log_dir: Path, rate: float, duration_s: float) -> dict:
+    """Part 3: the demo's real photographs act (`services.demo.photos`), every query on Lite0, then one
+    query of 64 photographs."""
+    settings = photos_act.fields(stack.settings())
+    with photos_act.running(stack.env, log_dir, settings, metrics_port=29411) as client:
+        answers = photos_act.classify(client, settings, rate=rate, duration_s=duration_s, goals=(None,),
+                                      model=MODEL["photos"], seed=9)
         big = [s.jpeg for s in photos.augmented(64, seed=11, quality=BATCH_QUALITY)]
         inputs = encode_images(big)
         query = Query(query_id=f"photos-64-{uuid.uuid4().hex[:6]}", application="photos", model=MODEL["photos"],
@@ -173,15 +157,14 @@ def real_vision(stack: LocalStack, launcher: LocalLauncher, rate: float, duratio
         client.flush()
         client.wait_for([query.query_id], timeout_s=60)
         largest = client.results.get(query.query_id, (None, 0.0))[0]
-    launcher.stop_all()
-    outcome = {"rate_qps": rate, "slo_ms": SLO_MS["photos"], "sent": len(sent),
-               "slo_attainment": round(within / len(sent), 4),
-               "answers_equal_in_process": round(same / len(sent), 4),
-               "answers_naming_the_subject": round(named / len(sent), 4),
+    reference = photos_act.InProcess(settings.models_dir)
+    outcome = {"rate_qps": rate, "slo_ms": photos_act.SLO_MS, "sent": len(answers),
+               **{key: round(sum(getattr(a, key) for a in answers) / len(answers), 4)
+                  for key in ("within_slo", "equal_in_process", "names_subject")},
                "largest_batch": {"rows": 64, "bytes": len(inputs.binary),
                                  "status": largest.status.value if largest else "unanswered",
-                                 "equal_in_process": bool(largest and largest.predictions == run_batch(
-                                     session, np.stack([imaging.prepare(b, spec) for b in big])).argmax(-1).tolist())}}
+                                 "equal_in_process": bool(largest and largest.predictions
+                                                          == reference.top1(MODEL["photos"], big))}}
     print(f"real vision worker at {rate:g} q/s: {outcome}", flush=True)
     return outcome
 
@@ -220,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         with LocalStack(var_dir=Path(tmp), kafka_port=29492, redis_port=26479, prometheus_port=29490) as stack:
             with LocalLauncher(stack.env, Path(tmp) / "logs") as launcher:
                 measured = path_cost(stack, launcher, args.rate, args.duration)
-                vision = real_vision(stack, launcher, args.vision_rate, args.duration)
+            vision = real_vision(stack, Path(tmp) / "logs" / "photos", args.vision_rate, args.duration)
     digits, images = measured["digits"], measured["photos"]
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     plot(measured, RESULTS_DIR / "payload.png")

@@ -10,6 +10,10 @@ cost (from the workers' own events). Writes ``var/demo/demo.png``.
 
 Then a second act (`services.demo.bill`): vision alone for three minutes on a deeper swing, its machines started
 and stopped by INFaaS' autoscaler, and the bill against a fleet sized for the peak (``var/demo/bill.png``).
+
+And a third (`services.demo.photos`): real photographs, each a JPEG in its query, classified for real by
+EfficientNet-Lite0, Lite1 or Lite2 on one onnxruntime worker, as each query's accuracy goal asks; every answer
+checked against the same variant run in this process and against what a person would call the photograph.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from schemas import Query, Result
-from services.demo import bill, fcfs
+from services.demo import bill, fcfs, photos
 from services.demo.report import Phase, format_rows, format_unanswered, most_accurate, phase_table, phases, plot
 from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SERVED, Sender, schedule, send_and_wait,
                                     top_capacity_qps, vision_rates)
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bill", action="store_true",
                         help="skip the second act: three minutes of vision on INFaaS' autoscaler, the bill "
                              "following the load")
+    parser.add_argument("--no-photos", action="store_true",
+                        help="skip the third act: real photographs classified by a real onnxruntime worker")
     args, rest = parser.parse_known_args(argv)
     if args.fcfs:
         fcfs.main(rest)
@@ -79,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                args.out or settings.var_dir / "demo" / "demo.png")
         if not args.no_bill:
             second_act(stack, settings)
+        if not args.no_photos:
+            third_act(stack, settings)
     print("\ndemo finished; everything it started is stopped", flush=True)
     return 0
 
@@ -92,6 +100,18 @@ def second_act(stack: LocalStack, demo_settings: Settings) -> None:
           "machines (emulated from their profiles)", flush=True)
     sent, answers, start, tenures = bill.serve(stack, settings, plan, first)
     bill.report(settings, sent, answers, start, tenures, peak, settings.var_dir / "demo" / "bill.png")
+
+
+def third_act(stack: LocalStack, demo_settings: Settings) -> None:
+    settings = photos.fields(demo_settings)
+    print(f"\nact 3, real photographs: {photos.DURATION_S:.0f} s at {photos.RATE_QPS:g} q/s, each query one JPEG "
+          f"(scikit-image's cat, coffee and rocket, augmented) asking for an accuracy of "
+          + ", ".join("none" if g is None else f"{g:.0%}" for g in photos.ACCURACY_GOALS)
+          + f"; served by INFaaS on {photos.WORKER} (cpu-1t, real onnxruntime, EfficientNet-Lite0/1/2)", flush=True)
+    with photos.running(stack.env, settings.var_dir / "logs" / "photos", settings,
+                        metrics_port=settings.scheduler_metrics_port) as client:
+        answers = photos.classify(client, settings, rate=photos.RATE_QPS, duration_s=photos.DURATION_S)
+    print("\n" + photos.format_answers(answers), flush=True)
 
 
 def serve(stack: LocalStack, settings: Settings, plan: list[tuple[float, str]], *, screenshots: bool

@@ -32,6 +32,16 @@ SUBJECTS: dict[str, tuple[str, frozenset[int]]] = {
     "rocket": ("a rocket", frozenset({657, 744, 812})),
 }
 
+#: the ImageNet-1k names of `SUBJECTS`' classes (no label file ships offline; these are the standard ones)
+CLASS_NAMES = {281: "tabby", 282: "tiger cat", 283: "Persian cat", 284: "Siamese cat", 285: "Egyptian cat",
+               504: "coffee mug", 967: "espresso", 968: "cup", 657: "missile", 744: "projectile",
+               812: "space shuttle"}
+
+
+def class_name(index: int) -> str:
+    """An ImageNet class as a person reads it: its name if it is one of `SUBJECTS`', else its number."""
+    return CLASS_NAMES.get(index, f"ImageNet class {index}")
+
 
 def pixels(name: str) -> np.ndarray:
     """The bundled photograph ``name`` as RGB uint8 ``[H, W, 3]`` (scikit-image, a test dependency)."""

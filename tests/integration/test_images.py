@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 
 from schemas import Query, ResultStatus
+from services.demo.photos import InProcess
 from services.launcher import LocalLauncher
 from services.stack import LocalStack
-from shared import imaging
 from shared.adapters.client import MeridianClient
-from shared.modelzoo import efficientnet, photos
-from shared.onnx_runtime import make_session, run_batch
+from shared.modelzoo import photos
 from shared.settings import Settings
 from shared.tensors import encode_images
 from tests.unit.test_imaging import _bomb_png, _encoded
@@ -40,9 +39,7 @@ def serving(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def in_process(variant: str, images: list[bytes], settings: Settings) -> list[int]:
     """The top-1 class of each image, ``variant`` run here on the same preprocessing."""
-    spec = efficientnet.preprocessing(efficientnet.get_variant(variant).image_size)
-    session = make_session(settings.models_dir / f"{variant}.onnx")
-    return run_batch(session, np.stack([imaging.prepare(image, spec) for image in images])).argmax(axis=-1).tolist()
+    return InProcess(settings.models_dir).top1(variant, images)
 
 
 def image_query(images: list[bytes], *, model: str = "efficientnet-lite", prefix: str = "img") -> tuple[Query, bytes]:
