@@ -70,11 +70,11 @@ TARGET = {"slo_attainment_points": 2.0, "effective_accuracy_points": 0.5}
 PORTS = {"kafka": 31092, "redis": 31379, "metrics": 31301}
 
 
-#: a policy with other settings, served and simulated under its own label: Meridian's extensions where a paper's
-#: design caps a policy (Kairos dispatches one query at a time; Proteus' wait leaves a batch no slack), and the
-#: INFaaS artifact's blacklist of workers over 80% busy
+#: a policy with other settings, served and simulated under its own label: the papers' designs where Meridian
+#: extends them by default (Kairos dispatching one query at a time; Proteus' wait, which leaves a batch no
+#: slack), and the INFaaS artifact's blacklist of workers over 80% busy
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
-    "kairos-batched": ("kairos", {"kairos_batch_queries": True}),
+    "kairos-paper": ("kairos", {"kairos_batch_queries": False}),
     "proteus-paper": ("proteus", {"proteus_batching": "proteus", "proteus_headroom": 1.05}),
     "infaas-artifact": ("infaas", {"infaas_max_dispatch_utilization": 0.8}),
 }

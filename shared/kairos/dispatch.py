@@ -5,7 +5,8 @@ On every call it matches the first ``rows_per_worker * n`` queued queries *of ea
 serves one model: with several applications on one queue, a window over the queue's head alone would let
 a burst of one application starve another, whose queries could run on workers the first cannot use).
 Only pairs on idle workers are dispatched, one query per assignment (Kairos never batches queries
-together; ``batch_queries`` is Meridian's extension); a query matched to a busy worker stays queued,
+together; ``batch_queries`` is Meridian's extension, off here and on where Meridian serves Kairos:
+`Settings.kairos_batch_queries`); a query matched to a busy worker stays queued,
 "reserved", and is re-matched at the next event with a longer wait. The QoS safeguard xi widens with the
 prediction error observed at completions (`QosMargin`; unchanged while predictions are exact).
 """
