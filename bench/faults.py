@@ -9,7 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.common import write_result
+from services.demo import photos as photos_act
 from services.drills.hostile import flood
+from services.drills.hostile_images import HostileImagesOutcome, hostile_images
 from services.drills.load import DrillOutcome
 from services.drills.scenarios import DRILLS, DrillConfig, digits_queries, leader_kill, scheduler_restart
 from services.drills.spoofing import SpoofingOutcome, spoof
@@ -24,6 +26,8 @@ RESTART_AT_ONCE = replace(STEADY, rate_qps=100.0, outage_s=0.0)
 #: a minute at three times one worker's capacity
 OVERLOAD = DrillConfig(duration_s=60.0, slo_ms=1000.0, settle_s=120.0)
 HOSTILE_PER_TOPIC = 10_000
+#: rounds of every hostile image file, each followed by a photograph, then the largest image allowed
+HOSTILE_IMAGE_ROUNDS = 5
 PORT_BASE = 29600
 
 
@@ -39,6 +43,8 @@ def main() -> None:
         scenarios["hostile_input"] = hostile_input(stack, root / "hostile").model_dump()
         scenarios["spoofing"] = spoofing(stack, root / "spoofing").model_dump()
         print(f"spoofing: {scenarios['spoofing']}", flush=True)
+        scenarios["hostile_images"] = hostile_image_files(stack, root / "hostile-images").model_dump()
+        print(f"hostile_images: {scenarios['hostile_images']}", flush=True)
     with LocalStack(var_dir=root / "cluster-var", kafka_port=29800, kafka_brokers=3, redis_port=26579,
                     components=("kafka", "redis")) as cluster:
         scenarios["leader_kill"] = drill_entry("leader_kill", leader_kill(cluster, root / "leader_kill", PORT_BASE,
@@ -49,8 +55,10 @@ def main() -> None:
                   "leader_kill": {**LEADER_KILL.__dict__,
                                   "cluster": "3 KRaft nodes, 3 replicas, min.insync.replicas 2"},
                   "hostile_messages_per_topic": HOSTILE_PER_TOPIC,
+                  "hostile_image_rounds": HOSTILE_IMAGE_ROUNDS,
                   "workers": "2 real onnxruntime workers (digits-mlp-s, digits-cnn-xs); overload: 1 worker "
-                             "emulating cpu-1t efficientnet-lite0 from its measured profile"},
+                             "emulating cpu-1t efficientnet-lite0 from its measured profile; hostile_images: 1 real "
+                             "onnxruntime worker holding efficientnet-lite0/1/2"},
         "scenarios": scenarios,
     })
 
@@ -82,6 +90,13 @@ def spoofing(stack: LocalStack, log_dir: Path) -> SpoofingOutcome:
         launcher.start_worker("spoofing-w", variants=["digits-mlp-s"], metrics_port=PORT_BASE + 11)
         launcher.wait_for_workers(scheduler, 1, timeout_s=120)
         return spoof(stack.settings(), digits_queries(STEADY.slo_ms)())
+
+
+def hostile_image_files(stack: LocalStack, log_dir: Path) -> HostileImagesOutcome:
+    """Hostile image files among photographs, to the real worker of `make demo`'s photographs act."""
+    with photos_act.started(stack.env, log_dir, metrics_port=PORT_BASE + 20) as worker:
+        return hostile_images(photos_act.fields(stack.settings()), photos_act.APPLICATION, worker,
+                              rounds=HOSTILE_IMAGE_ROUNDS)
 
 
 if __name__ == "__main__":

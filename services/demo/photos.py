@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from schemas import Query, ResultStatus
-from services.launcher import LocalLauncher
+from services.launcher import LocalLauncher, ManagedProcess
 from services.serve_config import settings_env
 from shared import imaging
 from shared.adapters.client import MeridianClient
@@ -71,16 +71,24 @@ def fields(settings: Settings) -> Settings:
 
 
 @contextmanager
-def running(stack_env: dict[str, str], log_dir: Path, settings: Settings, *, metrics_port: int
-            ) -> Iterator[MeridianClient]:
-    """An INFaaS scheduler and the real worker holding Lite0, Lite1 and Lite2; a client of ``photos``."""
+def started(stack_env: dict[str, str], log_dir: Path, *, metrics_port: int) -> Iterator[ManagedProcess]:
+    """An INFaaS scheduler and the real worker holding Lite0, Lite1 and Lite2, heard from: the worker."""
     env = {**stack_env, **settings_env(FIELDS)}
     with LocalLauncher(env, log_dir) as launcher:
         scheduler = launcher.start_scheduler(metrics_port=metrics_port)
-        launcher.start_worker(WORKER, variants=[v.name for v in efficientnet.VARIANTS], metrics_port=metrics_port + 1)
+        worker = launcher.start_worker(WORKER, variants=[v.name for v in efficientnet.VARIANTS],
+                                       metrics_port=metrics_port + 1)
         launcher.wait_for_workers(scheduler, 1, timeout_s=120)
-        with MeridianClient(fields(settings), applications=[APPLICATION]) as client:
-            yield client
+        yield worker
+
+
+@contextmanager
+def running(stack_env: dict[str, str], log_dir: Path, settings: Settings, *, metrics_port: int
+            ) -> Iterator[MeridianClient]:
+    """`started`, and a client of ``photos``."""
+    with started(stack_env, log_dir, metrics_port=metrics_port), \
+            MeridianClient(fields(settings), applications=[APPLICATION]) as client:
+        yield client
 
 
 def classify(client: MeridianClient, settings: Settings, *, rate: float, duration_s: float,

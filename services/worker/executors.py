@@ -139,7 +139,13 @@ class EmulatedExecutor(Executor):
         return sorted(self._loaded)
 
     def prepare(self, variant: str, inputs: QueryInputs) -> None:
-        """Nothing to prepare: the replayed profile stands for the whole batch (decoding included)."""
+        """Nothing to compute: a query of encoded images takes the profiled time to prepare them (its
+        tensor's elements are not read, so an emulated worker never meets a bad image)."""
+        if inputs.tensor.datatype == "BYTES":
+            try:
+                time.sleep(self._service.prepare_ms(self.device, variant, inputs.tensor.shape[0]) / 1000.0)
+            except KeyError as exc:
+                raise ExecutionError(str(exc)) from None
         return None
 
     def run(self, variant: str, inputs: np.ndarray | None, rows: int) -> None:

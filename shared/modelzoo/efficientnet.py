@@ -75,6 +75,8 @@ SLO_MS = 500.0
 ARCH_PACKAGE = "efficientnet-lite-pytorch"
 #: Profiled batch sizes. 64 fits: all three models profile in well under three minutes on one thread.
 PROFILE_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+#: Photographs (`shared.modelzoo.photos.augmented`) the time to prepare an image is measured on.
+PREPARE_IMAGES = 24
 #: TF EfficientNet-Lite normalization: (pixel - 127) / 128 on 0..255 RGB.
 _MEAN_RGB = 127.0
 _STD_RGB = 128.0
@@ -320,7 +322,9 @@ def _source_text(
         f"(batch sizes {', '.join(map(str, batch_sizes))}; rounds over the batch sizes, 1 warm-up call "
         f"before each block), raw samples in latency_samples_ms; other processes shared the cores. "
         f"load_latency_ms: median of 2 session creations. peak_memory_mb: peak RSS growth of a fresh "
-        f"process loading the model and running batch {max(batch_sizes)}. Price is an assumption, not a "
+        f"process loading the model and running batch {max(batch_sizes)}. image_prepare_ms: median time of "
+        f"shared.imaging.prepare (Pillow decoding, crop, resize, normalisation) per image, over 5 passes through "
+        f"{PREPARE_IMAGES} JPEGs (quality 90) made by shared.modelzoo.photos.augmented. Price is an assumption, not a "
         f"measurement: cpu-1t = {CPU_PRICE_PER_VCPU_HOUR} $/h, one vCPU's share of an AWS c5.large."
     )
 
@@ -339,12 +343,14 @@ def build_profiles(
     Few repeats: a batch of 64 on Lite2 takes about 2 s on one thread. The default CPU provider only
     (``cpu-1t``), like the digits family on a CPU-only machine.
     """
-    from shared.modelzoo.profiler import device_for_provider, profile_model
+    from shared.modelzoo import photos
+    from shared.modelzoo.profiler import device_for_provider, measure_image_prepare_ms, profile_model
     from shared.onnx_runtime import CPU_PROVIDER
     from shared.profiles.format import ProfileSet
 
     providers = list(providers) if providers is not None else [CPU_PROVIDER]
     profiles = []
+    prepared = [shot.jpeg for shot in photos.augmented(PREPARE_IMAGES, seed=0)]
     for name, path in paths.items():
         variant = get_variant(name)
         start = time.perf_counter()
@@ -361,9 +367,11 @@ def build_profiles(
             max_seconds=max_seconds,
             num_loads=2,
         )
+        spec = preprocessing(variant.image_size)
+        prepare_ms = round(measure_image_prepare_ms(prepared, spec), 5)
         for profile in found:
-            profile = profile.model_copy(update={"accuracy": variant.published_top1,
-                                                 "image_preprocessing": preprocessing(variant.image_size)})
+            profile = profile.model_copy(update={"accuracy": variant.published_top1, "image_preprocessing": spec,
+                                                 "image_prepare_ms": prepare_ms})
             logger.info(
                 "%s on %s: published top-1 %.3f, batch 1 %.1f ms, batch 8 %.1f ms, batch %d %.1f ms, "
                 "load %.1f ms, memory %s MB (%.1f s)",

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared import imaging
 from shared.onnx_runtime import (
     CPU_PROVIDER,
     CUDA_PROVIDER,
@@ -42,7 +43,7 @@ from shared.onnx_runtime import (
     run_batch,
     usable_providers,
 )
-from shared.profiles.format import DeviceType, VariantProfile
+from shared.profiles.format import DeviceType, ImagePreprocessing, VariantProfile
 
 __all__ = [
     "BATCH_SIZES",
@@ -52,6 +53,7 @@ __all__ = [
     "load_validation",
     "measure_accuracy",
     "measure_batch_latency",
+    "measure_image_prepare_ms",
     "measure_load_latency",
     "measure_peak_memory_mb",
     "profile_model",
@@ -148,6 +150,21 @@ def measure_batch_latency(
         if time.perf_counter() > deadline:
             break
     return samples
+
+
+def measure_image_prepare_ms(images: Sequence[bytes], spec: ImagePreprocessing, *, num_rounds: int = 5) -> float:
+    """Median wall-clock milliseconds `shared.imaging.prepare` takes per encoded image (decoding, crop,
+    resize and normalisation to ``spec``), over ``num_rounds`` timed passes through ``images`` after one
+    untimed pass: what a worker adds to a batch for each image it carries."""
+    for image in images:
+        imaging.prepare(image, spec)
+    samples = []
+    for _ in range(num_rounds):
+        for image in images:
+            start = time.perf_counter_ns()
+            imaging.prepare(image, spec)
+            samples.append((time.perf_counter_ns() - start) / 1e6)
+    return statistics.median(samples)
 
 
 def measure_load_latency(

@@ -18,7 +18,8 @@ Format (``schema_version`` 1)::
          "load_latency_ms": 120.0 | null, "peak_memory_mb": 80.0 | null,
          "max_batch": 1000, "measured": true,
          "input_shape": [3, 224, 224] | null, "input_dtype": "float32" | null,
-         "image_preprocessing": {"size": 224, "crop_padding": 32, "mean": 127.0, "std": 128.0} | null}
+         "image_preprocessing": {"size": 224, "crop_padding": 32, "mean": 127.0, "std": 128.0} | null,
+         "image_prepare_ms": 3.1 | null}
       ]
     }
 
@@ -91,6 +92,9 @@ class VariantProfile(_CachedModel):
     input_dtype: str | None = None
     #: the model takes encoded images too (OIP ``BYTES``), prepared this way into ``input_shape``
     image_preprocessing: ImagePreprocessing | None = None
+    #: milliseconds this device takes to decode one encoded image and prepare it so (`shared.imaging`):
+    #: what each image row of a batch adds to ``batch_latency_ms``, which is measured on tensors
+    image_prepare_ms: float | None = Field(default=None, ge=0.0)
 
     @field_validator("batch_latency_ms")
     @classmethod
@@ -115,8 +119,9 @@ class VariantProfile(_CachedModel):
             )
         return self._batches[index]
 
-    def latency_ms(self, batch_size: int) -> float:
-        return self.batch_latency_ms[self.profiled_batch(batch_size)]
+    def latency_ms(self, batch_size: int, images: int = 0) -> float:
+        """A batch of ``batch_size`` rows, ``images`` of them encoded images the worker prepares first."""
+        return self.batch_latency_ms[self.profiled_batch(batch_size)] + images * (self.image_prepare_ms or 0.0)
 
 
 class ProfileSet(_CachedModel):

@@ -9,14 +9,15 @@ The file holds only the device types the project's own profiles lack, for the va
 ``profiles/digits.json`` and ``profiles/efficientnet-lite.json`` (``cpu-1t``, measured here):
 
 - ``cpu-2t``: **measured** on this machine by `shared.modelzoo.profiler` with 2 intra-op threads;
-  accuracy and peak memory are copied from the ``cpu-1t`` profile of the same ONNX file (same model);
+  accuracy, peak memory and what the model takes (input shape, image preprocessing, the time to prepare
+  an image) are copied from the ``cpu-1t`` profile of the same ONNX file (same model);
 - ``g4dn-emu``: **emulated**. Its batch-``b`` latency is the measured ``cpu-1t`` latency times
   ``r(b)``, the geometric mean over the five Kairos models of (mean latency on g4dn.xlarge) / (mean
   latency on t3.xlarge) at Kairos batch ``10 b`` (`kairos_speed_ratio`, the Kairos authors' measured
   data in ``../shared/data/kairos``). So the ratio between the two instance types is real data; reading
   one vCPU of this machine as a t3.xlarge and mapping one image to ten recommendation rows are the
   assumptions. The result is GPU-like: r(1) = 0.65, r(64) = 0.19, so batching pays off far more than
-  on the CPUs.
+  on the CPUs. Preparing an image stays as measured on ``cpu-1t``: the host's CPU decodes it.
 """
 from __future__ import annotations
 
@@ -76,7 +77,15 @@ def measure_cpu2t(base: VariantProfile, model: Path, batch_sizes: Sequence[int])
     (measured,) = profile_model(model, variant=base.variant, family=base.family, providers=[CPU_PROVIDER],
                                 batch_sizes=batch_sizes, intra_op_threads=2, num_warmup=2, num_repeats=12,
                                 num_rounds=4, max_seconds=6.0, num_loads=1, measure_memory=False)
-    return measured.model_copy(update={"accuracy": base.accuracy, "peak_memory_mb": base.peak_memory_mb})
+    return measured.model_copy(update={"accuracy": base.accuracy, "peak_memory_mb": base.peak_memory_mb,
+                                       **_image_fields(base)})
+
+
+def _image_fields(base: VariantProfile) -> dict:
+    """What the cpu-1t profile says of the model's input: the same ONNX file takes the same rows, and
+    preparing an image is one thread's work whatever the device (one vCPU's time, as measured there)."""
+    return {"input_shape": base.input_shape, "input_dtype": base.input_dtype,
+            "image_preprocessing": base.image_preprocessing, "image_prepare_ms": base.image_prepare_ms}
 
 
 def build(models_dir: Path, batch_sizes: Sequence[int], kairos_data_dir: Path) -> ProfileSet:
@@ -94,9 +103,11 @@ def build(models_dir: Path, batch_sizes: Sequence[int], kairos_data_dir: Path) -
         "profiles/efficientnet-lite.json. cpu-2t: MEASURED by shared.modelzoo.profiler on this machine "
         f"(2 cores shared with other processes; onnxruntime {onnxruntime.__version__}, CPUExecutionProvider, "
         "2 intra-op threads, zero-valued or validation inputs): batch_latency_ms is the median of up to 12 "
-        "timed run_batch calls per batch size in 4 rounds; accuracy and peak_memory_mb copied from the "
-        "cpu-1t profile of the same ONNX file. g4dn-emu: EMULATED, not measured: latency(b) = measured "
-        "cpu-1t latency(b) x r(b), r(b) = geometric mean over the 5 Kairos models (ncf, rm2, wnd, mtwnd, "
+        "timed run_batch calls per batch size in 4 rounds; accuracy, peak_memory_mb, the input's shape and "
+        "image preprocessing and image_prepare_ms (one thread's work) copied from the cpu-1t profile of the "
+        "same ONNX file. g4dn-emu: EMULATED, not measured: latency(b) = measured cpu-1t latency(b) x r(b) "
+        "(image_prepare_ms as on cpu-1t: the host's CPU decodes), r(b) = geometric mean over the 5 Kairos "
+        "models (ncf, rm2, wnd, mtwnd, "
         "dien) of mean latency on g4dn.xlarge / mean latency on t3.xlarge at Kairos batch 10*b, from the "
         f"Kairos authors' measured data (../shared/data/kairos/latency_mean.json); r = {ratio_text}. "
         "Assumptions: one vCPU here stands for a t3.xlarge and one image for 10 recommendation rows. "

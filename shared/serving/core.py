@@ -193,6 +193,8 @@ class Dispatch(NamedTuple):
     items: tuple[Queued, ...]
     rows: int
     at_s: float
+    #: of ``rows``, those that are encoded images (the worker prepares each before the batch runs)
+    images: int = 0
 
 
 class Step(NamedTuple):
@@ -234,7 +236,7 @@ class SchedulerCore:
         self._clock = clock
         self._catalogue = catalogue
         self._resolutions: dict[tuple, Resolution | str] = {}
-        self._fastest: dict[tuple[tuple[str, ...], int], float] = {}
+        self._fastest: dict[tuple[tuple[str, ...], int, int], float] = {}
         self._profiles: dict[tuple[str, str], VariantProfile | None] = {}
         self._accepted: dict[tuple, tuple[str, ...] | str] = {}
         #: (worker, candidate set) -> (rows, profiled seconds) of every batch size it may run
@@ -299,13 +301,14 @@ class SchedulerCore:
         reserve = self._reserve_s(query.slo_ms)
         pending = PendingQuery(query.query_id, query.application, query.batch_size, arrival, query.slo_ms, candidates,
                                reserve)
-        fastest = self._fastest_s(candidates, query.batch_size)
+        images = query.batch_size if query.inputs is not None and query.inputs[0].datatype == "BYTES" else 0
+        fastest = self._fastest_s(candidates, query.batch_size, images)
         ahead_until = now + self.queue.rows_waiting(query.application) / self._capacity_rows_per_s(candidates)
         deadline = arrival + self.config.drop_after_slo_multiple * query.slo_ms / 1000.0
         last_start = deadline - fastest - reserve
         drop_at = last_start if ahead_until <= last_start else -math.inf
         self.queue.push(Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until,
-                               resolution.note, query.payload_bytes))
+                               resolution.note, query.payload_bytes, images))
         self.policy.on_query_added(pending)
         return None
 
@@ -447,7 +450,7 @@ class SchedulerCore:
     def _requeue(self, items: Sequence[Queued]) -> None:
         """Dispatched queries back to the head of the queue, their messages already acknowledged."""
         self._push_front([Queued(i.pending, i.payload, None, i.admitted_s, i.fastest_s, i.deadline_s, i.drop_at_s,
-                                 note=i.note, payload_bytes=i.payload_bytes) for i in items])
+                                 note=i.note, payload_bytes=i.payload_bytes, images=i.images) for i in items])
 
     def _push_front(self, items: list[Queued]) -> None:
         self.queue.push_front(items)
@@ -524,9 +527,10 @@ class SchedulerCore:
         if worker is None or not worker.takes_next(now, self.config) or variant not in worker.variants:
             raise ValueError(f"assignment {assignment!r} to an unknown, busy or unfit worker")
         items = [self.queue.pop(query_id) for query_id in assignment.query_ids]
-        rows = 0
+        rows = images = 0
         for item in items:
             rows += item.pending.batch_size
+            images += item.images
             if variant not in item.pending.candidate_variants:
                 raise ValueError(f"query {item.pending.query_id!r} may not run on {variant!r}")
         if not items or rows > worker.max_batch:
@@ -534,16 +538,17 @@ class SchedulerCore:
         fits = self._fitting(items)
         if fits < len(items):
             rows -= sum(item.pending.batch_size for item in items[fits:])
+            images -= sum(item.images for item in items[fits:])
             self._push_front(items[fits:])
             items = items[:fits]
         batch_id = f"{self.config.batch_id_prefix}-{self._batches}"
         self._batches += 1
         starts = max(now, worker.busy_until_s) if worker.inflight else now  # after the batch it is finishing
-        finish = self._predicted_finish_s(worker, variant, rows, starts)
+        finish = self._predicted_finish_s(worker, variant, rows, images, starts)
         worker.inflight[batch_id] = Inflight(items, variant, rows, starts, finish, now)
         worker.busy_until_s, worker.idle_view = finish, None
         self._idle.discard(worker.worker_id)
-        return Dispatch(batch_id, worker.worker_id, worker.incarnation, variant, tuple(items), rows, now)
+        return Dispatch(batch_id, worker.worker_id, worker.incarnation, variant, tuple(items), rows, now, images)
 
     def _fitting(self, items: list[Queued]) -> int:
         """How many of ``items``, in order, one batch's message carries (at least one: no admitted query is
@@ -575,21 +580,21 @@ class SchedulerCore:
     def _real_device_hosts(self, variants: tuple[str, ...]) -> bool:
         return any(not w.emulated and not set(w.variants).isdisjoint(variants) for w in self.workers.values())
 
-    def _predicted_finish_s(self, worker: TrackedWorker, variant: str, rows: int, now_s: float) -> float:
+    def _predicted_finish_s(self, worker: TrackedWorker, variant: str, rows: int, images: int, now_s: float) -> float:
         key = (variant, worker.device)
         profile = self._profiles.get(key, ...)
         if profile is ...:
             profile = self._profiles[key] = self._catalogue.profile(variant, worker.device)
         try:
-            return now_s + profile.latency_ms(rows) / 1000.0
+            return now_s + profile.latency_ms(rows, images) / 1000.0
         except (AttributeError, ValueError):  # no profile, or none at this size: no prediction
             return now_s
 
-    def _fastest_s(self, variants: tuple[str, ...], rows: int) -> float:
-        key = (variants, rows)
+    def _fastest_s(self, variants: tuple[str, ...], rows: int, images: int) -> float:
+        key = (variants, rows, images)
         fastest = self._fastest.get(key)
         if fastest is None:
-            latencies = [p.latency_ms(rows) for v in variants for p in self._catalogue.profiles_of(v)
+            latencies = [p.latency_ms(rows, images) for v in variants for p in self._catalogue.profiles_of(v)
                          if rows <= max(p.batch_latency_ms)]
             fastest = self._fastest[key] = min(latencies, default=0.0) / 1000.0
         return fastest

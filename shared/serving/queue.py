@@ -26,7 +26,7 @@ class Queued:
     ack_token: Hashable | None
     #: when the core admitted it (its ``pending.arrival_s`` is when the client sent it)
     admitted_s: float
-    #: the profiled latency of its fastest candidate at its size
+    #: the profiled latency of its fastest candidate at its size (preparing its images included)
     fastest_s: float
     #: when its answer stops being useful: sent + its SLO (times the configured drop multiple)
     deadline_s: float
@@ -38,6 +38,8 @@ class Queued:
     note: str | None = None
     #: what its inputs add to its batch's message (bytes): the core bounds a batch by the sum
     payload_bytes: int = 0
+    #: its rows that are encoded images, which the worker decodes and prepares before it runs them
+    images: int = 0
 
 
 class QueueView(Sequence[PendingQuery]):

@@ -1,7 +1,8 @@
 """How long a batch takes on a device: the one model that emulated workers and the simulator share.
 
 Service times come from the measured profile: the profiled mean of the batch's bucket (deterministic, as
-the Kairos paper observes "< 0.5% of mean" variance), or a draw from that bucket's measured samples.
+the Kairos paper observes "< 0.5% of mean" variance), or a draw from that bucket's measured samples, plus
+the profiled time to prepare each encoded image the batch carries (a worker decodes them before it runs).
 Draws use the generator the caller passes in, so a run is reproducible from its seed.
 """
 from __future__ import annotations
@@ -15,13 +16,18 @@ from shared.profiles.format import ProfileSet
 
 
 class ServiceTime(Protocol):
-    """How long a batch of ``batch_size`` rows takes on ``device`` running ``variant``."""
+    """How long a batch of ``batch_size`` rows, ``images`` of them encoded images, takes on ``device``
+    running ``variant``."""
 
-    def expected_ms(self, device: str, variant: str, batch_size: int) -> float:
+    def expected_ms(self, device: str, variant: str, batch_size: int, images: int = 0) -> float:
         """What a scheduler would predict."""
 
-    def sample_ms(self, device: str, variant: str, batch_size: int, rng: np.random.Generator) -> float:
+    def sample_ms(self, device: str, variant: str, batch_size: int, rng: np.random.Generator,
+                  images: int = 0) -> float:
         """The service time the worker actually takes."""
+
+    def prepare_ms(self, device: str, variant: str, images: int) -> float:
+        """How long ``device`` takes to decode and prepare ``images`` encoded images for ``variant``."""
 
     def load_ms(self, device: str, variant: str) -> float:
         """How long loading ``variant`` takes on ``device``."""
@@ -40,24 +46,28 @@ class ProfileServiceTime:
     def __init__(self, profiles: ProfileSet, *, sampled: bool = False) -> None:
         self._profiles = profiles
         self._sampled = sampled
-        self._tables: dict[tuple[str, str], tuple[list[int], list[float], list[np.ndarray] | None]] = {}
+        self._tables: dict[tuple[str, str], tuple[list[int], list[float], list[np.ndarray] | None, float]] = {}
 
-    def expected_ms(self, device: str, variant: str, batch_size: int) -> float:
-        batches, means, _ = self._table(device, variant)
-        return means[self._bucket(batches, batch_size, device, variant)]
+    def expected_ms(self, device: str, variant: str, batch_size: int, images: int = 0) -> float:
+        batches, means, _, prepare_ms = self._table(device, variant)
+        return means[self._bucket(batches, batch_size, device, variant)] + images * prepare_ms
 
-    def sample_ms(self, device: str, variant: str, batch_size: int, rng: np.random.Generator) -> float:
-        batches, means, samples = self._table(device, variant)
+    def sample_ms(self, device: str, variant: str, batch_size: int, rng: np.random.Generator,
+                  images: int = 0) -> float:
+        batches, means, samples, prepare_ms = self._table(device, variant)
         index = self._bucket(batches, batch_size, device, variant)
         if samples is None or not len(samples[index]):
-            return means[index]
+            return means[index] + images * prepare_ms
         draws = samples[index]
-        return float(draws[rng.integers(len(draws))])
+        return float(draws[rng.integers(len(draws))]) + images * prepare_ms
+
+    def prepare_ms(self, device: str, variant: str, images: int) -> float:
+        return images * self._table(device, variant)[3]
 
     def load_ms(self, device: str, variant: str) -> float:
         return self._profiles.get(variant, device).load_latency_ms or 0.0
 
-    def _table(self, device: str, variant: str) -> tuple[list[int], list[float], list[np.ndarray] | None]:
+    def _table(self, device: str, variant: str) -> tuple[list[int], list[float], list[np.ndarray] | None, float]:
         key = (device, variant)
         table = self._tables.get(key)
         if table is None:
@@ -67,7 +77,7 @@ class ProfileServiceTime:
             samples = None
             if self._sampled and profile.latency_samples_ms is not None:
                 samples = [np.asarray(profile.latency_samples_ms.get(b, ())) for b in batches]
-            table = self._tables[key] = (batches, means, samples)
+            table = self._tables[key] = (batches, means, samples, profile.image_prepare_ms or 0.0)
         return table
 
     @staticmethod

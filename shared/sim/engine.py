@@ -473,7 +473,7 @@ class Simulation:
             self._notice(worker, lambda: self._tell(refusal))
             self._next_job(worker)
             return
-        service_ms = self.service.sample_ms(device, job.variant, job.rows, self.rng)
+        service_ms = self.service.sample_ms(device, job.variant, job.rows, self.rng, job.images)
         if self.service_factor is not None:
             service_ms *= self.service_factor(worker.spec.worker_id, device, self.now)
         for item in job.items:

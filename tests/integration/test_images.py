@@ -7,18 +7,17 @@ import time
 import uuid
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
 from schemas import Query, ResultStatus
 from services.demo.photos import InProcess
-from services.launcher import LocalLauncher
+from services.drills.hostile_images import HOSTILE_IMAGES, hostile_images
+from services.launcher import LocalLauncher, ManagedProcess
 from services.stack import LocalStack
 from shared.adapters.client import MeridianClient
 from shared.modelzoo import photos
 from shared.settings import Settings
 from shared.tensors import encode_images
-from tests.unit.test_imaging import _bomb_png, _encoded
 
 pytestmark = pytest.mark.integration
 
@@ -29,12 +28,17 @@ SLO_MS = 60_000.0  # what is checked here is the answer, not its latency
 
 
 @pytest.fixture(scope="module")
-def serving(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+def image_worker(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, ManagedProcess]]:
     with LocalLauncher(stack.env, tmp_path_factory.mktemp("images")) as launcher:
         scheduler = launcher.start_scheduler(metrics_port=19401, extra_env=ENV)
-        launcher.start_worker("img-w1", variants=VARIANTS, metrics_port=19402, extra_env=ENV)
+        worker = launcher.start_worker("img-w1", variants=VARIANTS, metrics_port=19402, extra_env=ENV)
         launcher.wait_for_workers(scheduler, 1, timeout_s=120)
-        yield stack.settings().model_copy(update={"applications": {APPLICATION: ["efficientnet-lite"]}})
+        yield stack.settings().model_copy(update={"applications": {APPLICATION: ["efficientnet-lite"]}}), worker
+
+
+@pytest.fixture(scope="module")
+def serving(image_worker: tuple[Settings, ManagedProcess]) -> Settings:
+    return image_worker[0]
 
 
 def in_process(variant: str, images: list[bytes], settings: Settings) -> list[int]:
@@ -78,19 +82,12 @@ def test_a_query_of_64_photographs_is_served_as_one_batch(serving: Settings) -> 
     assert result.predictions == in_process("efficientnet-lite0", [s.jpeg for s in shots], serving)
 
 
-def test_bad_images_are_answered_alone_with_their_reasons(serving: Settings) -> None:
-    photo = np.asarray(photos.pixels("chelsea"))
-    bad = {
-        "a decompression bomb": (_bomb_png(30_000, 30_000), "a decompression bomb?"),
-        "a truncated JPEG": (photos.encode_jpeg(photo)[:5000], "image file is truncated"),
-        "a PNG with an alpha channel": (_encoded(np.zeros((40, 40, 4), np.uint8), "PNG"), "mode RGBA"),
-        "a PNG of one channel": (_encoded(np.zeros((40, 40), np.uint8), "PNG"), "mode L"),
-        "not an image": (b"plain text", "not a JPEG or PNG image"),
-    }
-    queries = {kind: image_query([encoded], prefix="bad-img") for kind, (encoded, _) in bad.items()}
-    good = image_query([photos.photographs()[0].jpeg])
-    results = served(serving, [*queries.values(), good])
-    for kind, (query, _) in queries.items():
-        result = results[query.query_id]
-        assert result.status is ResultStatus.ERROR and bad[kind][1] in result.reason, (kind, result.reason)
-    assert results[good[0].query_id].status is ResultStatus.OK
+def test_bad_images_are_answered_alone_with_their_reasons_and_memory_stays_bounded(
+        image_worker: tuple[Settings, ManagedProcess]) -> None:
+    """bench-faults' hostile-images drill, one round: every kind answered ``error`` with its reason, the
+    photographs between them ``ok``, the worker up, its peak memory grown by less than one image's bound."""
+    settings, worker = image_worker
+    outcome = hostile_images(settings, APPLICATION, worker, rounds=1)
+    assert outcome.hostile == len(HOSTILE_IMAGES) and outcome.answered_with_their_reason == outcome.hostile, outcome
+    assert outcome.genuine_ok == outcome.genuine and outcome.worker_alive, outcome
+    assert outcome.peak_rss_after_mb - outcome.peak_rss_before_mb <= outcome.memory_bound_mb, outcome

@@ -2,24 +2,14 @@
 they cannot be: never decoded past the pixel bound."""
 from __future__ import annotations
 
-import io
-import struct
-import zlib
-
 import numpy as np
 import pytest
-from PIL import Image
 
+from services.drills.hostile_images import bomb_png, encoded
 from shared import imaging
 from shared.profiles import ImagePreprocessing
 
 SPEC = ImagePreprocessing(size=32, crop_padding=8, mean=127.0, std=128.0)
-
-
-def _encoded(array: np.ndarray, fmt: str, **options: object) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(array).save(buffer, format=fmt, **options)
-    return buffer.getvalue()
 
 
 def _photo(height: int = 120, width: int = 180) -> np.ndarray:
@@ -29,14 +19,14 @@ def _photo(height: int = 120, width: int = 180) -> np.ndarray:
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
 def test_an_image_becomes_one_row_of_the_models_input(fmt: str) -> None:
-    row = imaging.prepare(_encoded(_photo(), fmt), SPEC)
+    row = imaging.prepare(encoded(_photo(), fmt), SPEC)
     assert row.shape == (3, 32, 32) and row.dtype == np.float32
     assert -1.0 <= row.min() and row.max() <= 1.0
 
 
 def test_a_png_is_prepared_exactly_as_its_pixels_are() -> None:
     pixels = _photo()
-    assert np.array_equal(imaging.prepare(_encoded(pixels, "PNG"), SPEC), imaging.prepare_pixels(pixels, SPEC))
+    assert np.array_equal(imaging.prepare(encoded(pixels, "PNG"), SPEC), imaging.prepare_pixels(pixels, SPEC))
 
 
 def test_the_crop_is_central_and_scaled_as_the_spec_says() -> None:
@@ -48,20 +38,12 @@ def test_the_crop_is_central_and_scaled_as_the_spec_says() -> None:
     assert np.allclose(padded, 1.0)  # a crop of 8/16 of 40 rows stays inside the white square
 
 
-def _bomb_png(width: int, height: int) -> bytes:
-    """A PNG whose header claims ``width`` x ``height`` pixels, with hardly any data after it."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
-
-
 @pytest.mark.parametrize(("encoded", "reason"), [
-    (_bomb_png(30_000, 30_000), "pixels (a decompression bomb?)"),
-    (_bomb_png(6_000, 5_000), "6000x5000 pixels, more than the 24,000,000"),
-    (_encoded(_photo(), "JPEG")[:1200], "the JPEG image cannot be decoded (image file is truncated"),
-    (_encoded(np.zeros((20, 20, 4), np.uint8), "PNG"), "mode RGBA (4 channel(s))"),
-    (_encoded(np.zeros((20, 20), np.uint8), "PNG"), "mode L (1 channel(s))"),
+    (bomb_png(30_000, 30_000), "pixels (a decompression bomb?)"),
+    (bomb_png(6_000, 5_000), "6000x5000 pixels, more than the 24,000,000"),
+    (encoded(_photo(), "JPEG")[:1200], "the JPEG image cannot be decoded (image file is truncated"),
+    (encoded(np.zeros((20, 20, 4), np.uint8), "PNG"), "mode RGBA (4 channel(s))"),
+    (encoded(np.zeros((20, 20), np.uint8), "PNG"), "mode L (1 channel(s))"),
     (b"GIF89a not an image we take", "not a JPEG or PNG image"),
     (b"", "not a JPEG or PNG image"),
 ])

@@ -6,6 +6,7 @@ from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 from services.worker.executors import EmulatedExecutor
 from shared.serving import ProfileServiceTime
 from shared.sim import make_fleet
+from shared.tensors import encode, encode_images, read_batch
 
 PROFILES = ProfileSet(
     source="test",
@@ -53,6 +54,31 @@ def test_an_emulated_worker_replays_the_simulators_service_times(monkeypatch):
     expected = ProfileServiceTime(PROFILES, sampled=True)
     rng = np.random.default_rng(3)
     assert slept[1:] == [expected.sample_ms("d", "m", 15, rng) / 1000.0 for _ in range(5)]
+
+
+IMAGE_PROFILES = PROFILES.model_copy(update={"variants": [
+    PROFILES.variants[0].model_copy(update={"image_prepare_ms": 1.5})]})
+
+
+def test_each_image_a_batch_carries_adds_its_profiled_preparation():
+    for service in (ProfileServiceTime(IMAGE_PROFILES), ProfileServiceTime(IMAGE_PROFILES, sampled=True)):
+        assert service.prepare_ms("d", "m", 4) == 6.0
+        assert service.expected_ms("d", "m", 15, images=4) == 8.0 + 6.0
+        assert service.sample_ms("d", "m", 15, np.random.default_rng(1), images=4) - \
+            service.sample_ms("d", "m", 15, np.random.default_rng(1)) == 6.0
+    assert ProfileServiceTime(PROFILES).expected_ms("d", "m", 15, images=4) == 8.0  # not measured: nothing
+    assert IMAGE_PROFILES.variants[0].latency_ms(15, images=4) == 14.0
+
+
+def test_an_emulated_worker_takes_the_profiled_time_to_prepare_images_and_reads_none(monkeypatch):
+    slept = []
+    monkeypatch.setattr("services.worker.executors.time.sleep", slept.append)
+    executor = EmulatedExecutor(IMAGE_PROFILES, "d")
+    inputs = encode_images([b"not even an image", b"nor this", b"nor that"])
+    (query,) = read_batch([inputs.tensors], inputs.binary)
+    assert executor.prepare("m", query) is None and slept == [0.0045]
+    executor.prepare("m", read_batch([encode(np.zeros((2, 3), np.float32))], b"")[0])
+    assert slept == [0.0045]  # a numeric tensor: nothing to decode
 
 
 def test_fleet_ids_and_order():

@@ -499,3 +499,22 @@ def test_encoded_images_go_only_to_variants_that_say_how_to_prepare_them() -> No
     tensor_only = SchedulerCore(FcfsDispatch(), Catalogue(PROFILES, {"app": ["fam"]}), CoreConfig(), clock=lambda: 1.0)
     assert tensor_only.admit(query).reason == ("`inputs` are encoded images, but the model takes rows of shape [4] "
                                                "of FP32")
+
+
+def test_a_batch_of_images_is_predicted_to_take_its_preparation_too() -> None:
+    """Each image row adds the profiled time to prepare it: to the fastest a query can be served (what its
+    drop time counts on) and to when its worker is predicted free; a tensor query adds nothing."""
+    profiles = PROFILES.model_copy(update={"variants": [PROFILES.variants[0].model_copy(
+        update={"image_preprocessing": IMAGES, "image_prepare_ms": 2.0})]})
+    core = SchedulerCore(FcfsDispatch(), Catalogue(profiles, {"app": ["fam"]}), CoreConfig(), clock=lambda: 1.0)
+    core.on_worker_event(heartbeat("w1"))
+    images = encode_images([b"jpeg"] * 3)
+    query = make_query("q", inputs=images.tensors, batch_size=3, slo_ms=500.0, sent_at=1.0)
+    assert core.admit(query, payload=Received(query, "meridian.queries/0/1", memoryview(images.binary))) is None
+    assert core.queue.items["q"].fastest_s == pytest.approx((4.0 + 3 * 2.0) / 1000.0)
+    [dispatch] = core.step().dispatches
+    assert (dispatch.rows, dispatch.images) == (3, 3)
+    assert core.workers["w1"].busy_until_s == pytest.approx(1.0 + (4.0 + 3 * 2.0) / 1000.0)
+    tensor = make_query("t", slo_ms=500.0, sent_at=1.0)
+    assert core.admit(tensor, payload=Received(tensor, "meridian.queries/0/2", memoryview(b""))) is None
+    assert core.queue.items["t"].fastest_s == pytest.approx(1.0 / 1000.0)
