@@ -10,6 +10,13 @@ policy set for vision, digits first come first served beside it) serves:
   ``--steady`` seconds each;
 - the trace stretch of ``make bench-fidelity`` (the Azure traces sped up, vision peaking at 1.2 x).
 
+Then real vision: `make demo`'s photographs act (`services.demo.photos`: real JPEGs, each asking for one
+of its accuracy goals, on a real onnxruntime worker holding EfficientNet-Lite0/1/2) served live by each
+policy of `REAL_VISION_POLICIES` for `REAL_VISION_S` at the act's rate, well below the worker's capacity:
+SLO attainment, and whether each answer equals its variant run in-process and names the photograph's
+subject. Proteus and RAMSIS are left out: they need a planner's plan or an offline policy set made for the
+application.
+
 Every point runs in the transport-fitted simulator (`SWEEP_DRAWS` seeds pooled) and in the ideal one (no
 Kafka); the ``--live`` points also run live, through the real stack, read back and scored as the
 simulator is (``bench-fidelity``'s runner: `bench.fidelity.live_run` and `compare`). The simulator's
@@ -37,6 +44,7 @@ from bench.common import RESULTS_DIR, save_figure, write_result
 from bench.fidelity import (BIN_S, PORTS, RAMSIS_SET, STRETCH_S, VARIANTS, compare, generate_ramsis_set,
                             live_run, run_settings)
 from schemas import Query
+from services.demo import photos as photos_act
 from services.demo.workload import APPLICATIONS, SERVED, SLO_MS, schedule, top_capacity_qps
 from services.replay.comparison import SIM_DRAWS, judge_draws, simulate_draws
 from services.stack import LocalStack
@@ -64,6 +72,9 @@ START_S = 1_000.0
 SWEEP_DRAWS = 4
 #: seconds of the first point a fresh stack serves first, unmeasured
 WARM_UP_S = 15.0
+#: policies that serve the photographs act as it stands (no planner, no offline policy set), and for how long
+REAL_VISION_POLICIES = ("fcfs", "kairos", "infaas")
+REAL_VISION_S = 30.0
 
 
 def point_label(load: float | str) -> str:
@@ -192,6 +203,8 @@ def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float 
                 point = simulated_point(settings, catalogue, queries, model, capacity)
                 points.append({"policy": policy, "load": load, "mode": mode, **point})
                 print(f"{policy} {mode} {point_label(load)}: {summary(points[-1])}", flush=True)
+        if policy in REAL_VISION_POLICIES:
+            points.append(real_vision_point(stack, policy, logs / f"{policy}-photos"))
         print(f"{policy}: {time.monotonic() - started:.0f} s", flush=True)
     for label, (policy, _) in VARIANTS.items():  # the variants not served live, on their policy's hops
         if policy not in transports or label in transports:
@@ -202,6 +215,22 @@ def run(stack: LocalStack, policies: Sequence[str], live_points: Sequence[float 
             points.append({"policy": label, "load": load, "mode": "sim", **point})
             print(f"{label} sim {point_label(load)}: {summary(points[-1])}", flush=True)
     return {"points": points, "capacity_qps": round(capacity, 1), "transport_ms": hops}
+
+
+def real_vision_point(stack: LocalStack, policy: str, logs: Path) -> dict[str, object]:
+    """The photographs act served live by ``policy``."""
+    settings = photos_act.fields(stack.settings())
+    with photos_act.running(stack.env, logs, settings, metrics_port=PORTS["metrics"] + 50, policy=policy) as client:
+        answers = photos_act.classify(client, settings, rate=photos_act.RATE_QPS, duration_s=REAL_VISION_S)
+    point = {"policy": policy, "load": "photos", "mode": "live-real", "rate_qps": photos_act.RATE_QPS,
+             "queries": len(answers), "variants": dict(Counter(a.variant for a in answers)),
+             **{key: round(sum(getattr(a, field) for a in answers) / len(answers), 4) for key, field in (
+                 ("slo_attainment", "within_slo"), ("equal_in_process", "equal_in_process"),
+                 ("names_subject", "names_subject"))}}
+    print(f"{policy} live photographs (real) at {photos_act.RATE_QPS:g} q/s: {100 * point['slo_attainment']:.2f}% "
+          f"within SLO, {100 * point['equal_in_process']:.1f}% equal in-process, {100 * point['names_subject']:.1f}% "
+          f"naming the subject, variants {point['variants']}", flush=True)
+    return point
 
 
 def summary(point: dict[str, object]) -> str:
@@ -225,6 +254,10 @@ def verdicts(points: Sequence[dict[str, object]]) -> dict[str, dict[str, bool]]:
                                       for p in peak)
         else:
             verdict["peak_goodput"] = all(p["goodput_ratio"] >= TARGETS["peak_goodput_ratio_others"] for p in peak)
+        real = [p for p in points if p["policy"] == label and p["mode"] == "live-real"]
+        if real:
+            verdict["real_vision_slo"] = all(p["slo_attainment"] >= TARGETS["below_capacity_slo_attainment"]
+                                             for p in real)
         if live:
             verdict["live_within_sim"] = all(abs(p["live_minus_sim_points"]) <= TARGETS["live_minus_sim_points"]
                                              for p in live)
@@ -294,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
         "transport_ms": outcome["transport_ms"], "steady_s": args.steady, "ramsis_policy_set": RAMSIS_SET,
         "wall_s": round(time.monotonic() - started, 1), "figure": str(figure.relative_to(REPO_ROOT)),
         "workers": "vision: 3 workers emulating cpu-1t, cpu-2t, g4dn-emu from measured profiles; digits: 1 real "
-                   "onnxruntime worker"})
+                   "onnxruntime worker; photographs (real vision): 1 real onnxruntime worker, EfficientNet-Lite0/1/2"})
 
 
 if __name__ == "__main__":

@@ -71,9 +71,11 @@ def fields(settings: Settings) -> Settings:
 
 
 @contextmanager
-def started(stack_env: dict[str, str], log_dir: Path, *, metrics_port: int) -> Iterator[ManagedProcess]:
-    """An INFaaS scheduler and the real worker holding Lite0, Lite1 and Lite2, heard from: the worker."""
-    env = {**stack_env, **settings_env(FIELDS)}
+def started(stack_env: dict[str, str], log_dir: Path, *, metrics_port: int, policy: str = FIELDS["scheduler_policy"]
+            ) -> Iterator[ManagedProcess]:
+    """A scheduler (INFaaS unless ``policy`` says otherwise: one that needs no planner or offline policy
+    set) and the real worker holding Lite0, Lite1 and Lite2, heard from: the worker."""
+    env = {**stack_env, **settings_env({**FIELDS, "scheduler_policy": policy})}
     with LocalLauncher(env, log_dir) as launcher:
         scheduler = launcher.start_scheduler(metrics_port=metrics_port)
         worker = launcher.start_worker(WORKER, variants=[v.name for v in efficientnet.VARIANTS],
@@ -83,10 +85,10 @@ def started(stack_env: dict[str, str], log_dir: Path, *, metrics_port: int) -> I
 
 
 @contextmanager
-def running(stack_env: dict[str, str], log_dir: Path, settings: Settings, *, metrics_port: int
-            ) -> Iterator[MeridianClient]:
+def running(stack_env: dict[str, str], log_dir: Path, settings: Settings, *, metrics_port: int,
+            policy: str = FIELDS["scheduler_policy"]) -> Iterator[MeridianClient]:
     """`started`, and a client of ``photos``."""
-    with started(stack_env, log_dir, metrics_port=metrics_port), \
+    with started(stack_env, log_dir, metrics_port=metrics_port, policy=policy), \
             MeridianClient(fields(settings), applications=[APPLICATION]) as client:
         yield client
 
