@@ -46,6 +46,13 @@ class ManagedProcess:
             self.popen.kill()
             self.popen.wait(timeout=5)
 
+    def status_kb(self, field: str) -> int:
+        """A memory line of the process's ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``: the peak), in kB."""
+        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+        raise ValueError(f"/proc/{self.popen.pid}/status has no {field} line")
+
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 

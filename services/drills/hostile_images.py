@@ -19,7 +19,6 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -115,7 +114,7 @@ def hostile_images(settings: Settings, application: str, worker: ManagedProcess,
         baseline = [send(shot, "photo") for shot in shots[:BASELINE_PHOTOGRAPHS]]
         client.flush()
         client.wait_for(baseline, timeout_s)
-        before_mb = peak_rss_mb(worker.popen.pid)
+        before_mb = peak_rss_mb(worker)
         hostile: dict[str, str] = {}
         genuine = list(baseline)
         photographs = iter(shots[BASELINE_PHOTOGRAPHS:])
@@ -136,13 +135,10 @@ def hostile_images(settings: Settings, application: str, worker: ManagedProcess,
     return HostileImagesOutcome(
         kinds=list(HOSTILE_IMAGES), hostile=len(hostile), answered_with_their_reason=with_reason,
         genuine=len(genuine), genuine_ok=genuine_ok, worker_alive=alive, peak_rss_before_mb=before_mb,
-        peak_rss_after_mb=peak_rss_mb(worker.popen.pid) if alive else float("nan"),
+        peak_rss_after_mb=peak_rss_mb(worker) if alive else float("nan"),
         memory_bound_mb=round(MEMORY_BOUND_MB, 1), elapsed_s=round(time.monotonic() - started, 1))
 
 
-def peak_rss_mb(pid: int) -> float:
+def peak_rss_mb(worker: ManagedProcess) -> float:
     """The process's peak resident memory so far (Linux ``VmHWM``), in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) * 1024 / 1e6, 1)
-    raise ValueError(f"/proc/{pid}/status has no VmHWM line")
+    return round(worker.status_kb("VmHWM") * 1024 / 1e6, 1)

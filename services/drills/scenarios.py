@@ -270,10 +270,7 @@ def _metric(process: ManagedProcess, name: str) -> float:
 
 
 def _rss_mb(process: ManagedProcess) -> float:
-    for line in Path(f"/proc/{process.popen.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    return 0.0
+    return process.status_kb("VmRSS") / 1024.0 if process.alive() else 0.0
 
 
 #: the drills any stack can run (``leader_kill`` needs a replicated cluster and is called by itself)
