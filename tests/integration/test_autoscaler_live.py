@@ -1,6 +1,6 @@
 """The autoscaler service on the real stack: from no worker at all it starts one when queries arrive,
-starts another while the load rises and before the rise's queries miss, and gives it back when the load
-is gone, losing no query.
+starts another while the load rises and before one machine falls short of it, and gives it back when the
+load is gone, losing no query.
 
 Workers emulate cpu-1t EfficientNet-Lite from its measured profile (one machine serves about 100 images/s
 within the SLO's half), so the rise outgrows one machine.
@@ -18,6 +18,8 @@ from schemas import Query, Result, ResultStatus
 from services.launcher import LocalLauncher, metrics_text, read_metric, wait_until
 from shared.adapters.client import MeridianClient
 from shared.adapters.kafka_io import make_admin
+from shared.profiles.format import ProfileSet
+from shared.settings import REPO_ROOT
 from tests.integration.senders import Sender
 
 pytestmark = pytest.mark.integration
@@ -34,7 +36,25 @@ SLO_MS = 500.0
 #: slower, a machine missed from ~78 queries/s on and its replica, asked for at ~70-78, came one boot later:
 #: 2.0-2.2% of the rise missed in both full runs of the suite (it passed alone). So the autoscaler keeps
 #: 100%, which asks at ~50 queries/s, some 15 s of the rise before one machine falls short.
+#: The ask used to be held to come before the rise's first miss; in a CI run one stray late query 12.9 s
+#: into the rise (at ~43 queries/s, one machine idle enough) failed it, so proactivity is now judged by
+#: the load the ask came at: below what one machine serves, where a reactive autoscaler cannot yet ask.
 RISE_S, PEAK_QPS, HOLD_S = 90.0, 180.0, 10.0
+#: the steady 20 queries/s served before the rise: this module runs first in the suite, on a broker started
+#: moments before (in one `make test` it failed there and passed alone minutes later), and the rise should
+#: meet a stack as settled as a later module's
+WARM_S = 15.0
+
+
+def offered_qps(seconds_into_rise: float) -> float:
+    return 20.0 + (PEAK_QPS - 20.0) * min(1.0, seconds_into_rise / RISE_S)
+
+
+def one_machine_qps() -> float:
+    """Rows/s the best cpu-1t variant sustains with batches within half the SLO, from its profile."""
+    profiles = ProfileSet.load(REPO_ROOT / "profiles" / "efficientnet-lite.json")
+    return max(batch * 1000.0 / ms for p in profiles.variants if p.device == "cpu-1t"
+               for batch, ms in p.batch_latency_ms.items() if ms <= SLO_MS / 2)
 
 
 def actions(kind: str) -> float:
@@ -84,9 +104,10 @@ def test_starts_a_worker_before_the_rise_misses_and_stops_it_after_the_fall_losi
         with Sender(client, vision_query, 20.0) as load:
             wait_until(lambda: any(r.status is ResultStatus.OK for r, _ in list(client.results.values())), 90,
                        "a worker the autoscaler started to answer", list(autoscaled.processes.values()))
+            time.sleep(WARM_S)
             started = actions("start")
             rise_began = time.time()
-            load.follow(lambda t: 20.0 + (PEAK_QPS - 20.0) * min(1.0, t / RISE_S))
+            load.follow(offered_qps)
             asked_at = None
             while time.time() < rise_began + RISE_S + HOLD_S:
                 if asked_at is None and actions("start") > started:
@@ -98,13 +119,13 @@ def test_starts_a_worker_before_the_rise_misses_and_stops_it_after_the_fall_losi
             assert asked_at is not None, "the autoscaler added no machine for the rise"
             cost = read_metric(AUTOSCALER_PORT, "meridian_fleet_cost_dollars_per_hour")
             assert cost is not None and cost > 0
-            # the machine was asked for before any query of the rise missed its SLO, and the SLO held
+            # the machine was asked for while one machine still served the load, and the SLO held
             missed = [q for q in rise if not within_slo(q, *client.results[q.query_id])]
-            first_miss = min((q.sent_at for q in missed), default=None)
             when = misses_by_time(missed, client.results, rise_began)
-            assert first_miss is None or asked_at < first_miss, (
-                f"the first query of the rise missed {first_miss - rise_began:.1f} s into it, before the autoscaler "
-                f"asked for a machine ({asked_at - rise_began:.1f} s); {len(missed)} of {len(rise)} missed: {when}")
+            asked_qps, capacity = offered_qps(asked_at - rise_began), one_machine_qps()
+            assert asked_qps < capacity, (
+                f"the autoscaler asked for a machine {asked_at - rise_began:.1f} s into the rise, at {asked_qps:.0f} "
+                f"queries/s, when one machine serves {capacity:.0f}; {len(missed)} of {len(rise)} missed: {when}")
             assert len(missed) <= 0.01 * len(rise), (
                 f"{len(missed)} of {len(rise)} queries of the rise missed (asked at {asked_at - rise_began:.1f} s): {when}")
             stopped = actions("stop")
