@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: install install-dev models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
-        bench-autoscale bench-cost bench-faults bench-payload bench-exactly-once bench-sim-core bench-fidelity bench-serving bench-scale clean
+        bench-autoscale bench-cost bench-faults bench-payload bench-machines bench-exactly-once bench-sim-core bench-fidelity bench-serving bench-scale clean
 
 # The runtime (serve, the client, the CLI); building models and the tests add torch and pytest.
 $(STAMP): pyproject.toml infra/install.sh
@@ -110,6 +110,10 @@ bench-fidelity: $(VAR)/models/.built
 
 bench-payload: $(VAR)/models/.built
 	$(PYTHON) -m bench.payload
+
+# A real worker's measurement of this machine against the committed profiles, and what a restart saves.
+bench-machines: $(VAR)/models/.built
+	$(PYTHON) -m bench.machines
 
 bench-serving: $(VAR)/models/.built
 	$(PYTHON) -m bench.serving

@@ -311,6 +311,30 @@ WorkerCommand = Annotated[Union[DispatchBatch, LoadVariant, UnloadVariant], Fiel
 worker_command_adapter: TypeAdapter[DispatchBatch | LoadVariant | UnloadVariant] = TypeAdapter(WorkerCommand)
 
 
+class MachineDescription(BaseModel):
+    """What a real worker found it computes on, at its start: the onnxruntime execution provider, the
+    processor's or GPU's name, the intra-op threads it may use, and a GPU's memory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Literal["CPUExecutionProvider", "CUDAExecutionProvider"]
+    name: str = Field(min_length=1, max_length=200)
+    threads: int = Field(ge=1, le=1024)
+    memory_mb: int | None = Field(default=None, ge=0)
+
+
+class MeasuredLatency(BaseModel):
+    """One variant's latency as a real worker measured it on its own machine (milliseconds): per batch size
+    it ran, the time to load it, and the time to decode and prepare one encoded image where it takes them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch_latency_ms: dict[Annotated[int, Field(ge=1, le=MAX_QUERY_ROWS)],
+                           Annotated[float, Field(gt=0.0, allow_inf_nan=False)]] = Field(min_length=1, max_length=16)
+    load_latency_ms: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    image_prepare_ms: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+
+
 class WorkerHeartbeat(_Message):
     event: Literal["heartbeat"] = "heartbeat"
     worker_id: Identifier
@@ -325,6 +349,11 @@ class WorkerHeartbeat(_Message):
     #: fraction of the last heartbeat interval spent computing
     busy_fraction: float = Field(ge=0.0, le=1.0)
     price_per_hour: float = Field(ge=0.0)
+    #: a real worker's machine (None when emulating one)
+    machine: MachineDescription | None = None
+    #: variant -> its latency measured on this machine, for each loaded variant measured (at start, or
+    #: found measured on this machine before); the scheduler serves those variants from these numbers
+    measured: dict[Identifier, MeasuredLatency] = Field(default_factory=dict, max_length=64)
     at: Seconds
 
 
@@ -566,6 +595,8 @@ __all__ = [
     "BYTES_LENGTH_PREFIX",
     "LoadStatistics",
     "LoadVariant",
+    "MachineDescription",
+    "MeasuredLatency",
     "PlanPlacement",
     "Query",
     "QueryWork",

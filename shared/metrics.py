@@ -34,6 +34,11 @@ WORKER_BUSY = Counter(
 WORKER_INFO = Gauge(
     "meridian_worker_info", "1 per live worker, labelled by device type and emulation.",
     ["worker", "device", "emulated"])
+WORKER_PRICE = Gauge(
+    "meridian_worker_price_dollars_per_hour", "The $/h a worker is billed at (its device's price).", ["worker"])
+WORKER_MEASURED_LATENCY = Gauge(
+    "meridian_worker_measured_latency_ms", "A loaded variant's batch latency as a real worker measured it on its "
+    "own machine.", ["worker", "variant", "batch"])
 WORKER_LOADED_VARIANTS = Gauge(
     "meridian_worker_loaded_variants", "Variants loaded on a worker.", ["worker"])
 METADATA_REFRESH_FAILURES = Counter(

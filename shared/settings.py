@@ -5,6 +5,7 @@ The same names are used by the local stack (``make``), ``docker-compose.yml`` an
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -167,6 +168,12 @@ class Settings(BaseSettings):
     infaas_max_dispatch_utilization: float = Field(default=0.8, gt=0.0, le=1.0)
     #: the device type a real (non-emulated) worker on this machine is
     local_device: str = "cpu-1t"
+    #: device key -> $/h a real worker of that device is billed at, before its committed profiles' price
+    #: (a machine that neither names is billed at 0, with a warning): ``{"cpu-8t": 0.34, "gpu-nvidia-l4": 0.8}``
+    device_prices: dict[str, Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
+    #: a real worker measures the variants it starts with on its own machine (cached under
+    #: ``<var_dir>/measured/``, so a restart does not measure again) and the scheduler serves them by it
+    worker_self_measure: bool = True
     #: workers the fleet service starts get metrics ports from here upwards
     fleet_metrics_port_base: int = 9200
     scheduler_metrics_port: int = 9101

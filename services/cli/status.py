@@ -33,6 +33,9 @@ def live(selector: str) -> str:
 WORKER_GROUP = topics.worker_group("")
 #: the sample time of each live worker's series (`newest_per` keeps one a worker)
 WORKERS = f"timestamp(meridian_worker_info) > time() - {LIVE_S}"
+#: each worker's $/h, and each real worker's variants' latency at batch 1 as measured on its machine
+PRICES = "meridian_worker_price_dollars_per_hour"
+BATCH_1 = 'meridian_worker_measured_latency_ms{batch="1"}'
 #: title -> (PromQL with one series per row, the label that names a row)
 VIEWS = {
     "queued queries": (f"sum by (application) ({live('meridian_queue_depth')})", "application"),
@@ -57,7 +60,13 @@ def run(args: argparse.Namespace) -> int:
     workers: dict[str, dict[str, str]] | None = None
     try:
         workers = {s["metric"]["worker"]: s["metric"] for s in newest_per(query(url, WORKERS), "worker")}
-        print(f"  workers: {', '.join(worker_text(w) for w in workers.values()) or 'none'}")
+        prices = {s["metric"]["worker"]: float(s["value"][1]) for s in query(url, live(PRICES))}
+        measured: dict[str, list[str]] = {}
+        for series in query(url, live(BATCH_1)):
+            labels = series["metric"]
+            measured.setdefault(labels["worker"], []).append(f"{labels['variant']} {float(series['value'][1]):.3g} ms")
+        texts = [worker_text(w, prices.get(name), sorted(measured.get(name, []))) for name, w in workers.items()]
+        print(f"  workers: {', '.join(texts) or 'none'}")
         for title, (expr, label) in VIEWS.items():
             rows = [f"{s['metric'].get(label, 'all')} {float(s['value'][1]):.3g}" for s in query(url, expr)]
             print(f"  {title}: {', '.join(rows) or 'none'}")
@@ -104,8 +113,18 @@ def newest_per(series: list[dict[str, Any]], label: str) -> list[dict[str, Any]]
     return [newest[name] for name in sorted(newest)]
 
 
-def worker_text(labels: dict[str, str]) -> str:
-    return f"{labels.get('worker')} ({labels.get('device')}{', emulated' if labels.get('emulated') == 'true' else ''})"
+def worker_text(labels: dict[str, str], price: float | None = None, batch_1: list[str] | None = None) -> str:
+    """``w1 (cpu-2t, $0.085/h, measured at batch 1: digits-mlp-s 0.05 ms)``.
+
+    >>> worker_text({"worker": "g1", "device": "g4dn-emu", "emulated": "true"}, 0.526)
+    'g1 (g4dn-emu, emulated, $0.526/h)'
+    """
+    parts = [labels.get("device", "?")] + (["emulated"] if labels.get("emulated") == "true" else [])
+    if price is not None:
+        parts.append(f"${price:.3g}/h")
+    if batch_1:
+        parts.append(f"measured at batch 1: {'; '.join(batch_1)}")
+    return f"{labels.get('worker')} ({', '.join(parts)})"
 
 
 def group_text(group: str, snapshot: LagSnapshot, workers: set[str] | None) -> str:

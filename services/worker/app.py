@@ -6,7 +6,8 @@ Consumes its own ``meridian.dispatch.<worker_id>`` (group ``meridian.worker.<wor
 librdkafka (`shared.adapters.rdkafka`: the per-query path). A command's offset is committed only after
 everything it produced is acknowledged by the broker, so a restarted worker redoes unfinished work.
 
-Run: ``python -m services.worker --worker-id w1 --variants digits-mlp-s`` (real onnxruntime) or
+Run: ``python -m services.worker --worker-id w1 --variants digits-mlp-s [--threads 2]`` (real onnxruntime,
+measuring its variants on this machine at its first start) or
 ``python -m services.worker --worker-id g1 --emulate g4dn.xlarge --profile-source kairos --variants rm2``.
 """
 from __future__ import annotations
@@ -39,11 +40,13 @@ from schemas import (
     worker_command_adapter,
 )
 from services.worker.executors import EmulatedExecutor, ExecutionError, Executor, OnnxExecutor
+from services.worker.self_measure import MeasurementCache
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, publish_dead_letter
 from shared.adapters.kafka_io import ensure_core_topics
 from shared.adapters.rdkafka import RdProducer, assign_at_committed, make_rd_consumer, poll_messages
+from shared.device_identity import device_price
 from shared.profiles.sources import load_profile_source
 from shared.serving.expiry import expired_reason, split_by_deadline
 from shared.settings import Settings
@@ -180,19 +183,26 @@ def observe_result(result: Result, slo_ms: float, compute_s: float | None) -> No
             metrics.GOODPUT.labels(app).inc()
 
 
-def handle_load(ctx: WorkerContext, command: LoadVariant, received_at: float) -> None:
+def handle_load(ctx: WorkerContext, command: LoadVariant, received_at: float, *, measure: bool = False) -> None:
+    """Load a variant (the scheduler's command, or one the worker starts with: those are ``measure``d)."""
     try:
-        load_ms = ctx.executor.load(command.variant)
+        load_ms = ctx.executor.load(command.variant, measure=measure)
     except ExecutionError as exc:
         logger.warning("worker %s: cannot load %s: %s", ctx.worker_id, command.variant, exc)
         return
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=VariantLoaded(
         worker_id=ctx.worker_id, variant=command.variant, load_ms=load_ms, at=time.time()).model_dump_json().encode())
     metrics.WORKER_LOADED_VARIANTS.labels(ctx.worker_id).set(len(ctx.executor.loaded()))
+    measured = ctx.executor.measured().get(command.variant)
+    for batch, ms in (measured.batch_latency_ms.items() if measured else ()):
+        metrics.WORKER_MEASURED_LATENCY.labels(ctx.worker_id, command.variant, str(batch)).set(ms)
 
 
 def handle_unload(ctx: WorkerContext, command: UnloadVariant, received_at: float) -> None:
+    measured = ctx.executor.measured().get(command.variant)
     ctx.executor.unload(command.variant)
+    for batch in (measured.batch_latency_ms if measured else ()):
+        metrics.WORKER_MEASURED_LATENCY.remove(ctx.worker_id, command.variant, str(batch))
     ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=VariantUnloaded(
         worker_id=ctx.worker_id, variant=command.variant, at=time.time()).model_dump_json().encode())
     metrics.WORKER_LOADED_VARIANTS.labels(ctx.worker_id).set(len(ctx.executor.loaded()))
@@ -210,7 +220,8 @@ def heartbeat(ctx: WorkerContext, interval_s: float, stop: threading.Event) -> N
         ctx.producer.send(topics.WORKER_EVENTS, key=ctx.worker_id.encode(), value=WorkerHeartbeat(
             worker_id=ctx.worker_id, incarnation=ctx.incarnation, device=ctx.executor.device,
             emulated=ctx.executor.emulated, variants=ctx.executor.loaded(), max_batch=ctx.max_batch, inflight=ctx.inflight,
-            busy_fraction=busy, price_per_hour=ctx.price_per_hour, at=now).model_dump_json().encode())
+            busy_fraction=busy, price_per_hour=ctx.price_per_hour, machine=ctx.executor.machine,
+            measured=ctx.executor.measured(), at=now).model_dump_json().encode())
         stop.wait(interval_s)
 
 
@@ -251,17 +262,23 @@ def serve(ctx: WorkerContext, consumer: Consumer, stop: threading.Event, *, comm
 def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerContext, Consumer]:
     profiles = load_profile_source(args.profile_source, settings)
     images = {p.variant: p.image_preprocessing for p in profiles.variants if p.image_preprocessing is not None}
-    executor: Executor = (EmulatedExecutor(profiles, args.emulate, seed=args.seed) if args.emulate
-                          else OnnxExecutor(settings.models_dir, images=images))
-    device = profiles.device_by_name.get(executor.device)
-    price = device.price_per_hour if device else 0.0
+    if args.emulate:
+        executor: Executor = EmulatedExecutor(profiles, args.emulate, seed=args.seed)
+    else:
+        cache = MeasurementCache(settings.var_dir / "measured") if settings.worker_self_measure else None
+        executor = OnnxExecutor(settings.models_dir, threads=args.threads, device=args.device, images=images,
+                                cache=cache, max_batch=args.max_batch or 64)
+        logger.info("worker %s computes on %s: %s, %d thread(s)%s", args.worker_id, executor.device,
+                    executor.machine.name, executor.machine.threads,
+                    f", {executor.machine.memory_mb} MiB" if executor.machine.memory_mb else "")
+    price = device_price(executor.device, settings.device_prices, profiles.device_by_name)
     ensure_core_topics(settings, topics.TopicSpec(topics.dispatch_topic(args.worker_id), 1))
     producer = RdProducer(settings)
     profiled = [max(p.batch_latency_ms) for p in profiles.variants if p.device == executor.device]
     max_batch = args.max_batch or max(profiled, default=64)
     ctx = WorkerContext(args.worker_id, executor, producer, max_batch=max_batch, price_per_hour=price)
     for variant in args.variants:
-        handle_load(ctx, LoadVariant(worker_id=args.worker_id, variant=variant), time.time())
+        handle_load(ctx, LoadVariant(worker_id=args.worker_id, variant=variant), time.time(), measure=True)
     # The worker's topic has one partition and one reader: assign it (no group rebalances to wait for)
     # and commit under the worker's group, so a restart with the same id resumes where it stopped.
     consumer = make_rd_consumer(settings, group_id=topics.worker_group(args.worker_id))
@@ -269,11 +286,22 @@ def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerConte
     return ctx, consumer
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m services.worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--variants", type=lambda s: [v for v in s.split(",") if v], default=[])
     parser.add_argument("--emulate", metavar="DEVICE", help="replay DEVICE's measured profile instead of computing")
+    parser.add_argument("--threads", type=_positive_int, default=1,
+                        help="intra-op threads of a real worker on the CPU (its device key is cpu-<threads>t)")
+    parser.add_argument("--device", metavar="KEY", default=None,
+                        help="the device key a real worker is scheduled and billed as (default: derived from "
+                             "the machine it finds: cpu-<threads>t, gpu-<name>)")
     parser.add_argument("--profile-source", default="dir", help="'dir' (profiles/*.json) or 'kairos' (authors' data)")
     parser.add_argument("--max-batch", type=int, default=None,
                         help="most rows per batch (default: the largest profiled batch of the device, else 64)")
@@ -292,6 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     ctx, consumer = bootstrap(args, settings)
     metrics.serve_metrics(args.metrics_port or settings.worker_metrics_port, settings.bind_host)
     metrics.WORKER_INFO.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label).set(1)
+    metrics.WORKER_PRICE.labels(ctx.worker_id).set(ctx.price_per_hour)
     metrics.WORKER_BUSY.labels(ctx.worker_id, ctx.executor.device, ctx.emulated_label)  # series exist while idle
     metrics.DEAD_LETTERS.labels(SERVICE)
     for application in settings.applications:

@@ -2,16 +2,21 @@
 
 A real executor first prepares each query's input alone (`prepare`): a numeric tensor as it is, encoded
 images decoded and prepared as the variant's profile says (`shared.imaging`), so a query whose input is
-bad is answered ``error`` alone and the rest of its batch runs."""
+bad is answered ``error`` alone and the rest of its batch runs. It finds out what machine it runs on
+(`shared.device_identity`) and measures its variants there (`self_measure`)."""
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
 
+from schemas import MachineDescription, MeasuredLatency
+from services.worker.self_measure import MeasurementCache, describe, measure_session, model_digest
 from shared import imaging
+from shared.device_identity import describe_machine, device_key
 from shared.profiles import ImagePreprocessing, ProfileSet
 from shared.serving.service_time import ProfileServiceTime
 from shared.tensors import QueryInputs, to_array, to_elements
@@ -21,14 +26,24 @@ class ExecutionError(Exception):
     """The batch could not run; every query in it gets an ``error`` result with this reason."""
 
 
+logger = logging.getLogger(__name__)
+
+
 class Executor(ABC):
     #: the device type this executor stands for (a profile key)
     device: str
     emulated: bool
+    #: the machine a real executor computes on (None when emulating one)
+    machine: MachineDescription | None = None
 
     @abstractmethod
-    def load(self, variant: str) -> float:
-        """Load ``variant`` and return the loading latency in ms."""
+    def load(self, variant: str, *, measure: bool = False) -> float:
+        """Load ``variant`` and return the loading latency in ms; ``measure``: measure it on this machine
+        unless it was measured here before."""
+
+    def measured(self) -> dict[str, MeasuredLatency]:
+        """Loaded variant -> its latency measured on this machine (empty when emulating)."""
+        return {}
 
     @abstractmethod
     def unload(self, variant: str) -> None: ...
@@ -47,24 +62,38 @@ class Executor(ABC):
 
 
 class OnnxExecutor(Executor):
-    """Real inference with onnxruntime, one intra-op thread (the fastest setting on a shared 2-core box)."""
+    """Real inference with onnxruntime on the best provider that runs here (CUDA where it really works,
+    else the CPU with ``threads`` intra-op threads: one is fastest on a shared 2-core box).
+
+    Its device key is derived from the machine it finds (``cpu-<threads>t``, ``gpu-<name>``) unless
+    ``device`` names one. With a `MeasurementCache`, a variant loaded with ``measure`` is measured here
+    (once: later loads, and other workers of this machine, read the cache), and any variant loaded is
+    announced by the latency the cache holds for it.
+    """
 
     emulated = False
 
-    def __init__(self, models_dir: Path, *, device: str = "cpu-1t",
-                 images: dict[str, ImagePreprocessing] | None = None) -> None:
+    def __init__(self, models_dir: Path, *, threads: int = 1, device: str | None = None,
+                 images: dict[str, ImagePreprocessing] | None = None, cache: MeasurementCache | None = None,
+                 max_batch: int = 64) -> None:
         # what loading a variant imports (onnx reads its recorded optimization level, ~0.9 s to import),
         # imported now, at the worker's start, not inside the first load a waiting query pays for
         import onnx  # noqa: F401
 
-        from shared import onnx_runtime  # noqa: F401
-        self.device = device
+        from shared.onnx_runtime import usable_providers
+        self._provider = usable_providers()[0]
+        self._threads = threads
+        self.machine = describe_machine(self._provider, threads)
+        self.device = device or device_key(self.machine)
         self._models_dir = Path(models_dir)
         self._sessions: dict[str, object] = {}
         #: variant -> how its model takes encoded images (from its profile)
         self._images = images or {}
+        self._cache = cache
+        self._max_batch = max_batch
+        self._measured: dict[str, MeasuredLatency] = {}
 
-    def load(self, variant: str) -> float:
+    def load(self, variant: str, *, measure: bool = False) -> float:
         from shared.modelzoo.variants import optimization_level_of
         from shared.onnx_runtime import make_session
 
@@ -72,11 +101,33 @@ class OnnxExecutor(Executor):
         if not path.is_file():
             raise ExecutionError(f"no model file for variant {variant!r} at {path}")
         started = time.perf_counter()
-        self._sessions[variant] = make_session(path, optimization_level=optimization_level_of(path))
-        return (time.perf_counter() - started) * 1000.0
+        session = make_session(path, optimization_level=optimization_level_of(path), provider=self._provider,
+                               intra_op_threads=self._threads)
+        load_ms = (time.perf_counter() - started) * 1000.0
+        self._sessions[variant] = session
+        if self._cache is not None:
+            self._learn(variant, path, session, load_ms, measure)
+        return load_ms
+
+    def _learn(self, variant: str, path: Path, session: object, load_ms: float, measure: bool) -> None:
+        digest = model_digest(path)
+        found = self._cache.get(self.device, self.machine, variant, digest)
+        if found is None and measure:
+            began = time.perf_counter()
+            found = measure_session(session, max_batch=self._max_batch, load_ms=load_ms,
+                                    images=self._images.get(variant))
+            self._cache.put(self.device, self.machine, variant, digest, found)
+            logger.info("measured %s on %s (%s) in %.1f s: %s", variant, self.device, self.machine.name,
+                        time.perf_counter() - began, describe(found))
+        if found is not None:
+            self._measured[variant] = found
+
+    def measured(self) -> dict[str, MeasuredLatency]:
+        return {variant: m for variant, m in self._measured.items() if variant in self._sessions}
 
     def unload(self, variant: str) -> None:
         self._sessions.pop(variant, None)
+        self._measured.pop(variant, None)
 
     def loaded(self) -> list[str]:
         return sorted(self._sessions)
@@ -123,7 +174,7 @@ class EmulatedExecutor(Executor):
         self._loaded: set[str] = set()
         self._rng = np.random.default_rng(seed)
 
-    def load(self, variant: str) -> float:
+    def load(self, variant: str, *, measure: bool = False) -> float:
         try:
             load_ms = self._service.load_ms(self.device, variant)
         except KeyError as exc:

@@ -157,7 +157,7 @@ def _source_text(*, num_repeats: int, providers: Sequence[str]) -> str:
         f"median of 3 session creations. peak_memory_mb: peak RSS growth of a fresh process loading the "
         f"model and running batch {max(BATCH_SIZES)}. Prices are assumptions, not measurements: cpu-1t = "
         f"{CPU_PRICE_PER_VCPU_HOUR} $/h, one vCPU's share of an AWS c5.large (0.085 $/h on demand, "
-        f"2 vCPUs); gpu-cuda = {GPU_PRICE_PER_HOUR} $/h, an AWS g4dn.xlarge on demand."
+        f"2 vCPUs); a GPU (gpu-<its name>) = {GPU_PRICE_PER_HOUR} $/h, an AWS g4dn.xlarge on demand."
     )
 
 

@@ -17,7 +17,8 @@ For each usable onnxruntime provider (`shared.onnx_runtime.usable_providers`) th
 
 Each provider is a device type of `shared.profiles.format`: the CPU with ``n`` intra-op threads is
 ``cpu-<n>t``, priced at an assumed ``n * 0.0425`` $/h (one vCPU's share of an AWS c5.large, 0.085 $/h
-on demand for 2 vCPUs); CUDA is ``gpu-cuda``, priced like a g4dn.xlarge (0.526 $/h on demand).
+on demand for 2 vCPUs); CUDA is the GPU's key as a worker announces it (``gpu-<its name>``,
+`shared.device_identity`), priced like a g4dn.xlarge (0.526 $/h on demand).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def device_for_provider(provider: str, *, intra_op_threads: int = 1) -> DeviceType:
-    """The device type a provider stands for: ``cpu-<n>t`` for the CPU with n threads, ``gpu-cuda``.
+    """The device type a provider stands for: ``cpu-<n>t`` for the CPU with n threads, ``gpu-<name>`` for
+    this machine's GPU (the key a real worker on it announces).
 
     Examples
     --------
@@ -84,7 +86,10 @@ def device_for_provider(provider: str, *, intra_op_threads: int = 1) -> DeviceTy
             price_per_hour=CPU_PRICE_PER_VCPU_HOUR * intra_op_threads,
         )
     if provider == CUDA_PROVIDER:
-        return DeviceType(name="gpu-cuda", kind="gpu", price_per_hour=GPU_PRICE_PER_HOUR)
+        from shared.device_identity import describe_machine, device_key
+
+        name = device_key(describe_machine(CUDA_PROVIDER, intra_op_threads))
+        return DeviceType(name=name, kind="gpu", price_per_hour=GPU_PRICE_PER_HOUR)
     raise ValueError(f"`provider` must be {CPU_PROVIDER!r} or {CUDA_PROVIDER!r}, got {provider!r}")
 
 
@@ -299,7 +304,7 @@ def profile_model(
             path, provider=provider, intra_op_threads=intra_op_threads, num_loads=num_loads
         )
         session = make_session(path, provider=provider, intra_op_threads=intra_op_threads)
-        input_shape = _static_input_shape(session)
+        input_shape = static_input_shape(session)
         x_pool = validation[0] if validation is not None else np.zeros((1, *input_shape), dtype=np.float32)
         accuracy = (
             measure_accuracy(session, *validation, batch_size=batch_sizes[-1])
@@ -345,7 +350,7 @@ def profile_model(
     return profiles
 
 
-def _static_input_shape(session) -> tuple[int, ...]:
+def static_input_shape(session) -> tuple[int, ...]:
     """The first input's shape without the batch axis; every other axis must be fixed."""
     shape = session.get_inputs()[0].shape[1:]
     if not all(isinstance(d, int) for d in shape):

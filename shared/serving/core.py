@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from schemas import (NUMPY_DATATYPES, BatchFinished, BatchRefused, VariantLoaded, VariantUnloaded, WorkerHeartbeat,
-                     WorkerStopped)
+from schemas import (NUMPY_DATATYPES, BatchFinished, BatchRefused, MeasuredLatency, VariantLoaded, VariantUnloaded,
+                     WorkerHeartbeat, WorkerStopped)
 from shared.catalogue import Catalogue, QueryRejected, Resolution
 from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
 from shared.profiles.format import VariantProfile
@@ -234,7 +234,15 @@ class SchedulerCore:
         #: ids of the workers with nothing in flight
         self._idle: set[str] = set()
         self._clock = clock
+        #: the catalogue as configured (and registered), before the workers' measurements
+        self._configured = catalogue
         self._catalogue = catalogue
+        #: (variant, device) -> worker -> its latency as that real worker measured it on its machine
+        self._announced: dict[tuple[str, str], dict[str, MeasuredLatency]] = {}
+        #: (variant, device) -> what the catalogue serves it by (per batch size, the median announcement)
+        self._measured: dict[tuple[str, str], MeasuredLatency] = {}
+        #: device -> the $/h its workers announced
+        self._device_prices: dict[str, float] = {}
         self._resolutions: dict[tuple, Resolution | str] = {}
         self._fastest: dict[tuple[tuple[str, ...], int, int], float] = {}
         self._profiles: dict[tuple[str, str], VariantProfile | None] = {}
@@ -254,7 +262,12 @@ class SchedulerCore:
 
     @catalogue.setter
     def catalogue(self, catalogue: Catalogue) -> None:
-        """A new catalogue (a model was registered): admission decides afresh."""
+        """A new catalogue (a model was registered): admission decides afresh, with what real workers
+        measured still in it."""
+        self._configured = catalogue
+        self._use(catalogue.with_measured(self._measured, self._device_prices))
+
+    def _use(self, catalogue: Catalogue) -> None:
         self._catalogue = catalogue
         self._resolutions.clear()
         self._fastest.clear()
@@ -319,6 +332,7 @@ class SchedulerCore:
         if isinstance(event, WorkerHeartbeat):
             self.worker_seen(event.worker_id, device=event.device, emulated=event.emulated,
                              variants=tuple(event.variants), max_batch=event.max_batch, incarnation=event.incarnation)
+            self.measurements_heard(event.worker_id, event.device, event.measured, event.price_per_hour)
         elif isinstance(event, BatchFinished):
             self.batch_finished(event.worker_id, event.batch_id, event.compute_ms, rows=event.rows,
                                 started_s=event.compute_started_at)
@@ -354,6 +368,22 @@ class SchedulerCore:
             record.variants, record.max_batch, record.idle_view = variants, max_batch, None
             self._forget_capacity()
             self.policy.on_worker_joined(record.view(now, self.config))
+
+    def measurements_heard(self, worker_id: str, device: str, measured: Mapping[str, MeasuredLatency],
+                           price_per_hour: float) -> None:
+        """A real worker's latencies, measured on its machine: its device's profiles become them, for
+        admission, drop deadlines and predicted ends alike. Where several workers of one device measured a
+        variant, each batch size takes the median of theirs (a worker's measurement stays after it left)."""
+        changed = [(variant, latency) for variant, latency in measured.items()
+                   if self._announced.get((variant, device), {}).get(worker_id) != latency]
+        if not changed:
+            return
+        for variant, latency in changed:
+            by_worker = self._announced.setdefault((variant, device), {})
+            by_worker[worker_id] = latency
+            self._measured[variant, device] = _median_measurement(list(by_worker.values()))
+        self._device_prices[device] = price_per_hour
+        self._use(self._configured.with_measured(self._measured, self._device_prices))
 
     def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None,
                        started_s: float | None = None) -> None:
@@ -683,3 +713,19 @@ class SchedulerCore:
             capacity += max((b / (latency_s + worker.overhead_s) for b, latency_s in batches), default=0.0)
         capacity = self._capacity[candidates] = capacity or math.inf
         return capacity
+
+
+def _median_measurement(announced: list[MeasuredLatency]) -> MeasuredLatency:
+    """Per batch size (and for loading and preparing an image), the median of what workers announced."""
+    if len(announced) == 1:
+        return announced[0]
+
+    def median(values: list[float | None]) -> float | None:
+        known = sorted(v for v in values if v is not None)
+        return None if not known else (known[(len(known) - 1) // 2] + known[len(known) // 2]) / 2.0
+
+    batches = sorted({b for a in announced for b in a.batch_latency_ms})
+    return MeasuredLatency(
+        batch_latency_ms={b: median([a.batch_latency_ms.get(b) for a in announced]) for b in batches},
+        load_latency_ms=median([a.load_latency_ms for a in announced]),
+        image_prepare_ms=median([a.image_prepare_ms for a in announced]))

@@ -40,11 +40,16 @@ def test_submit_jsonl_rows_print_to_stdout(pipeline, stack_env, tmp_path, capsys
     assert len(lines) == 3 and all(json.loads(line)["status"] == "ok" for line in lines)
 
 
-def test_status_names_the_workers_and_the_consumer_groups(pipeline, stack_env, capsys) -> None:
+def test_status_names_the_workers_and_the_consumer_groups(pipeline, stack, stack_env, capsys) -> None:
+    """Each real worker with its device key, price and the batch-1 latency it measured on this machine."""
+    prometheus = f"http://127.0.0.1:{stack.prometheus_port}"
+    wait_until(lambda: query(prometheus, 'meridian_worker_measured_latency_ms{worker="it-w2",batch="1"}') != [], 30,
+               "Prometheus to scrape it-w2's measured latencies")
     assert main(["stack", "status"]) == 0
     assert main(["status"]) == 0
     out = capsys.readouterr().out
     assert "kafka       up" in out and "from Kafka" in out and "meridian-scheduler" in out, out
+    assert re.search(r"it-w2 \(cpu-1t, \$0\.0425/h, measured at batch 1: digits-\S+ [0-9.e-]+ ms; digits-", out), out
 
 
 def test_status_shows_each_worker_once_after_a_prometheus_restart(pipeline, stack, stack_env, capsys) -> None:

@@ -1,0 +1,78 @@
+"""Real workers know their machine: two real onnxruntime workers on this host, one given one thread and one
+given two, announce different device keys and prices and the latencies they measured here, through the
+real broker; a restart reads its measurement back instead of measuring again."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from schemas import WorkerHeartbeat, worker_event_adapter
+from services.launcher import LocalLauncher
+from shared.adapters import topics
+from shared.adapters.kafka_io import make_consumer
+from shared.modelzoo.profiler import BATCH_SIZES
+
+pytestmark = pytest.mark.integration
+
+PORTS = {"mach-1t": 19891, "mach-2t": 19892}
+
+
+class Heartbeats:
+    """The worker events topic from now on, as the scheduler reads it: each worker's latest heartbeat."""
+
+    def __init__(self, settings) -> None:
+        self._consumer = make_consumer(settings, topics.WORKER_EVENTS, group_id=None, auto_offset_reset="latest")
+        self._consumer.poll(timeout_ms=1000)  # joins at the end: earlier workers' heartbeats are not these
+        self.latest: dict[str, tuple[float, WorkerHeartbeat]] = {}
+
+    def wait_for(self, workers: set[str], timeout_s: float, *, after: float = 0.0) -> dict[str, WorkerHeartbeat]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for records in self._consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    event = worker_event_adapter.validate_json(record.value)
+                    if isinstance(event, WorkerHeartbeat):
+                        self.latest[event.worker_id] = (time.time(), event)
+            fresh = {w: beat for w, (heard, beat) in self.latest.items() if w in workers and heard > after}
+            if set(fresh) == workers:
+                return fresh
+        raise AssertionError(f"no heartbeat of {sorted(workers - set(self.latest))} within {timeout_s} s")
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+@pytest.fixture
+def heartbeats(settings) -> Iterator[Heartbeats]:
+    reader = Heartbeats(settings)
+    yield reader
+    reader.close()
+
+
+def test_a_one_and_a_two_thread_worker_announce_their_machine_and_what_they_measured_on_it(
+        stack, digits_variants, heartbeats, tmp_path) -> None:
+    variant = digits_variants[-1]  # the slowest: where a second thread shows
+    env = {"MERIDIAN_VAR_DIR": str(tmp_path / "var")}  # an empty measurement cache
+    with LocalLauncher(stack.env, tmp_path / "logs") as launcher:
+        for name, threads in (("mach-1t", 1), ("mach-2t", 2)):
+            launcher.start_worker(name, variants=[variant], metrics_port=PORTS[name], threads=threads, extra_env=env)
+        beats = heartbeats.wait_for(set(PORTS), 120)
+        one, two = beats["mach-1t"], beats["mach-2t"]
+        assert (one.device, two.device) == ("cpu-1t", "cpu-2t")
+        assert (one.price_per_hour, two.price_per_hour) == (0.0425, 0.085)  # the committed profiles' prices
+        assert (one.machine.threads, two.machine.threads) == (1, 2) and one.machine.name == two.machine.name != ""
+        assert not one.emulated and not two.emulated
+        measured = two.measured[variant]
+        assert set(one.measured) == {variant} and list(measured.batch_latency_ms) == list(BATCH_SIZES)
+        assert one.measured[variant] != measured
+
+        started = time.time()
+        launcher.stop("worker-mach-2t")
+        launcher.start_worker("mach-2t", variants=[variant], metrics_port=PORTS["mach-2t"], threads=2, extra_env=env)
+        again = heartbeats.wait_for({"mach-2t"}, 60, after=started)["mach-2t"]
+        assert again.incarnation != two.incarnation
+        assert again.measured[variant] == measured  # read back, to the last digit: not measured again
+        log = (tmp_path / "logs" / "worker-mach-2t.log").read_text()
+        assert log.count(f"measured {variant} on cpu-2t") == 1, log
