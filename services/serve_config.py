@@ -1,7 +1,8 @@
 """What to serve, as one YAML file describes it (``infra/serve.yaml``), and how its services start.
 
 ``meridian serve --config FILE`` serves it until Ctrl-C; ``make demo`` and the serving benches serve
-``infra/serve.yaml`` itself, so what the README promises for one is what the others run.
+``infra/serve.yaml`` itself, so what the README and docs/getting-started.md promise for one is what the
+others run.
 """
 from __future__ import annotations
 

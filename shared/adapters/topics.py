@@ -1,6 +1,6 @@
 """Topic names, defined once, each paired with its schema, and the topic layout.
 
-Layout (see README "Topics"):
+Layout (see docs/concepts.md, "Topics and services"):
 - ``meridian.queries`` is keyed by application, so all of one application's queries land in one
   partition and the consumer group of scheduler processes gives each application exactly one owner.
 - The scheduler targets one worker by producing to that worker's own single-partition topic

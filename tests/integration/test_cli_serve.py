@@ -61,7 +61,7 @@ settings: {scheduler_metrics_port: 19431, fleet_metrics_port_base: 19436,
 
 
 def test_serve_with_the_registry_serves_what_is_registered_while_it_runs(stack, stack_env, tmp_path, capsys) -> None:
-    """The README's path: `serve` a config with ``registry: true``, `register` a model under a new
+    """docs/getting-started.md's path: `serve` a config with ``registry: true``, `register` a model under a new
     application, then query that application by SLO alone: a real worker loads the registered variant."""
     models, profiles = tmp_path / "models", tmp_path / "profiles"
     shutil.copytree(REPO_ROOT / "profiles/digits", models)

@@ -92,15 +92,15 @@ def test_replaying_the_simulators_events_as_messages_gives_the_same_decisions(pr
     assert replayed == steps
 
 
-def test_the_readmes_example_policy_serves_in_the_simulator(profiles) -> None:
-    """The README shows how to add a policy; the example must run as shown."""
+def test_the_developers_guides_example_policy_serves_in_the_simulator(profiles) -> None:
+    """docs/developing.md shows how to add a policy; the example must run as shown."""
     from pathlib import Path
 
     from shared.policy.base import Assignment, DispatchDecision, DispatchPolicy
     from shared.sim import simulate
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    code = readme.split("# shared/policy/shortest_first.py\n", 1)[1].split("\n# shared/policy/registry.py", 1)[0]
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "developing.md").read_text()
+    code = guide.split("# shared/policy/shortest_first.py\n", 1)[1].split("\n# shared/policy/registry.py", 1)[0]
     namespace = {"Assignment": Assignment, "DispatchDecision": DispatchDecision, "DispatchPolicy": DispatchPolicy}
     exec(code, namespace)
     result = simulate(short_workload(profiles, 100), make_fleet({"g4dn.xlarge": 2}, [MODEL], max_batch=1000),
