@@ -82,10 +82,11 @@ class Settings(BaseSettings):
     transport_prior_ms: float = Field(default=30.0, ge=0.0)
     #: ... and at most this share of the SLO
     transport_max_share: float = Field(default=0.25, ge=0.0, lt=1.0)
-    #: a worker whose batch is predicted to finish within this is sent its next batch already, so it does
-    #: not idle while batches and their ends travel over Kafka (about one dispatch round trip)
+    #: a worker whose batch (full, or one that left queries queued) is predicted to finish within this is
+    #: sent its next batch already, so it does not idle while batches and their ends travel over Kafka
+    #: (about one dispatch round trip)
     pipeline_lead_ms: float = Field(default=15.0, ge=0.0)
-    #: ... behind a batch that was not full too (machines whose batch time grows with its rows: on make
+    #: ... behind any batch that was not full too (machines whose batch time grows with its rows: on make
     #: bench-cost's CPU machines one-row batches otherwise leave a machine idle up to a quarter of the time)
     pipeline_partial_batches: bool = False
     #: clients and services share one time domain (NTP): a query's ``sent_at`` more than this ahead of the

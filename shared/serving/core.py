@@ -91,12 +91,14 @@ class CoreConfig:
     transport_quantile: float = 0.95
     transport_prior_s: float = 0.0
     transport_max_share: float = 0.25
-    #: a worker whose full batch in flight is predicted to finish within this long is offered its next
-    #: batch already (at most two in flight), so that it does not idle while a batch travels to it and its
-    #: end travels back; 0: one batch at a time (the simulator, whose messages take no time)
+    #: a worker whose full batch in flight (or one that left queries queued) is predicted to finish within
+    #: this long is offered its next batch already (at most two in flight), so that it does not idle while a
+    #: batch travels to it and its end travels back; 0: one batch at a time (the simulator, whose messages
+    #: take no time)
     pipeline_lead_s: float = 0.0
-    #: ... behind a batch that was not full too: for machines whose batch time grows with its rows, where
-    #: a bigger batch gains nothing and the idle round trip costs a share of every small batch
+    #: ... behind any batch that was not full too, even one that took every query queued: for machines
+    #: whose batch time grows with its rows, where a bigger batch gains nothing and the idle round trip
+    #: costs a share of every small batch
     pipeline_partial_batches: bool = False
     #: judge the work queued ahead of a query by what a busy worker's batches were seen to take beyond
     #: their profiled compute: live, Kafka and the host add to every batch
@@ -137,6 +139,8 @@ class Inflight:
     predicted_start_s: float
     predicted_finish_s: float
     dispatched_s: float
+    #: queries of its application were still queued when it was sent: it did not take all the work there was
+    left_work: bool = False
 
 
 @dataclass(slots=True)
@@ -173,14 +177,20 @@ class TrackedWorker:
                           max(0.0, finish - now_s) * 1000.0, finish, self.max_batch)
 
     def takes_next(self, now_s: float, config: CoreConfig) -> bool:
-        """May it be sent a batch now: nothing in flight, or one full batch about to finish within the
-        pipeline lead (a batch that was not full took all the work there was: what arrives since is better
-        batched after it ends), or any batch about to finish with ``pipeline_partial_batches``."""
+        """May it be sent a batch now: nothing in flight, or one batch about to finish within the pipeline
+        lead that was full or left queries queued behind it (a batch that was not full and left none took
+        all the work there was: what arrives since is better batched after it ends), or any batch about to
+        finish with ``pipeline_partial_batches``.
+
+        A batch a policy cut short of a backlog (sized by deadlines, `shared.policy.deadlines`) is followed
+        at once: on a CPU, whose batch time grows with its rows, a deadline-sized batch is a row or two, and
+        waiting for each one's end to travel back held a worker idle for most of its time."""
         if not self.inflight:
             return True
         if len(self.inflight) > 1 or self.busy_until_s - now_s > config.pipeline_lead_s:
             return False
-        return config.pipeline_partial_batches or next(iter(self.inflight.values())).rows >= self.max_batch
+        batch = next(iter(self.inflight.values()))
+        return config.pipeline_partial_batches or batch.rows >= self.max_batch or batch.left_work
 
 
 class Dispatch(NamedTuple):
@@ -575,7 +585,8 @@ class SchedulerCore:
         self._batches += 1
         starts = max(now, worker.busy_until_s) if worker.inflight else now  # after the batch it is finishing
         finish = self._predicted_finish_s(worker, variant, rows, images, starts)
-        worker.inflight[batch_id] = Inflight(items, variant, rows, starts, finish, now)
+        left_work = self.queue.rows_waiting(items[0].pending.application) > 0
+        worker.inflight[batch_id] = Inflight(items, variant, rows, starts, finish, now, left_work)
         worker.busy_until_s, worker.idle_view = finish, None
         self._idle.discard(worker.worker_id)
         return Dispatch(batch_id, worker.worker_id, worker.incarnation, variant, tuple(items), rows, now, images)

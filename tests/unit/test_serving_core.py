@@ -9,7 +9,7 @@ import pytest
 from schemas import BatchFinished, BatchRefused, Query, WorkerHeartbeat, WorkerStopped, position, wire, worker_command_adapter
 from services.scheduler.messages import Received, dispatch_batch, dispatch_value, dropped
 from shared.catalogue import Catalogue
-from shared.policy.base import DispatchDecision, DispatchPolicy
+from shared.policy.base import BatchingPolicy, DispatchDecision, DispatchPolicy
 from shared.policy.fcfs import FcfsDispatch
 from shared.profiles import DeviceType, ImagePreprocessing, ProfileSet, VariantProfile
 from shared.serving import CoreConfig, SchedulerCore
@@ -351,6 +351,30 @@ def test_a_worker_about_to_finish_a_full_batch_is_sent_its_next_within_the_pipel
     if pipelined:
         view = core.core.workers["w1"].view(1.001, core.core.config)
         assert view.inflight == 2 and view.available_at_s == pytest.approx(1.025), "queued after the first"
+
+
+class OneRowBatching(BatchingPolicy):
+    """Batches of one row, whatever waits: a policy that cuts its batches short of a backlog."""
+
+    name = "one-row"
+
+    def batch_rows(self, now_s, queue, worker, variant) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("queued_behind, pipelined", [(True, True), (False, False)])
+def test_a_batch_cut_short_of_a_backlog_is_followed_within_the_pipeline_lead(queued_behind, pipelined) -> None:
+    """A batch that left queries queued did not take all the work there was: its worker is sent the next
+    one before it ends, not a round trip after (on a CPU a deadline-sized batch is a row or two)."""
+    core = Harness(FcfsDispatch(batching=OneRowBatching()), lead=0.004)
+    core.event(heartbeat("w1", variants=("large",)), 0.0)
+    core.admit(make_query("q1", slo_ms=100.0, model="large"), 1.0, "t1")
+    if queued_behind:
+        core.admit(make_query("q2", slo_ms=100.0, model="large"), 1.0, "t2")
+    assert len(core.batches(1.0)) == 1  # one row of large: predicted to end at 1.005, beyond the lead
+    if not queued_behind:
+        core.admit(make_query("q2", slo_ms=100.0, model="large"), 1.002, "t2")
+    assert len(core.batches(1.002)) == int(pipelined)  # 3 ms before the first ends
 
 
 def test_a_batch_sent_ahead_starts_when_the_one_before_it_really_ended() -> None:
