@@ -111,7 +111,8 @@ bench-fidelity: $(VAR)/models/.built
 bench-payload: $(VAR)/models/.built
 	$(PYTHON) -m bench.payload
 
-# A real worker's measurement of this machine against the committed profiles, and what a restart saves.
+# A real worker's measurement of this machine against the committed profiles, what a restart saves, and
+# who serves what when two real workers (one thread, two threads) announce their measurements (live, alone).
 bench-machines: $(VAR)/models/.built
 	$(PYTHON) -m bench.machines
 

@@ -1,7 +1,7 @@
 """A worker's measurement of its own machine, against the committed profiles, and what a restart saves.
 
-Run ``python -m bench.machines`` (``make bench-machines``, ~2 minutes). Writes
-``bench/results/machines.json`` and ``bench/results/machines.png`` and prints the JSON.
+Run ``python -m bench.machines`` (``make bench-machines``, ~6 minutes, alone on the machine). Writes
+``bench/results/machines.json``, ``machines.png`` and ``machine_shares.png`` and prints the JSON.
 
 For each variant a real worker serves here (the digits family, and EfficientNet-Lite0/1/2 once ``make
 models-efficientnet`` or ``make demo`` built them) and for one and two intra-op threads, it does what a
@@ -12,6 +12,10 @@ the same variant and device (``cpu-1t`` in ``profiles/digits.json`` and ``profil
 ``cpu-2t`` in ``profiles/proteus-fleet.json``): the median ratio and its spread over the starts; and the
 seconds a first start spent loading and measuring against a restart's. In process: no broker, no
 scheduler; the workers' measuring code itself.
+
+Then, live (`bench.machine_shares`): a one-thread and a two-thread real worker that measured themselves,
+served by each policy through Kafka, and in the simulator with the same announcements: the share of rows
+each computed and SLO attainment (``machine_shares.png``; the JSON's ``serving``).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import machine_shares
 from bench.common import RESULTS_DIR, save_figure, write_result
 from services.worker.executors import OnnxExecutor
 from services.worker.self_measure import MeasurementCache
@@ -116,7 +121,11 @@ def main(argv: list[str] | None = None) -> None:
         "first_start_s_max": max(v["first_start_s"]["max"] for v in found.values()),
         "restart_s_max": max(v["restart_s"] for v in found.values())} for device, found in results.items()}
     plot(results, RESULTS_DIR / "machines.png")
-    write_result("machines", {"starts": STARTS, "variants": variants, "summary": summary, "devices": results})
+    with tempfile.TemporaryDirectory(prefix="meridian-machine-shares-") as scratch:
+        serving = machine_shares.run(Path(scratch))
+    machine_shares.plot(serving, RESULTS_DIR / "machine_shares.png")
+    write_result("machines", {"starts": STARTS, "variants": variants, "summary": summary, "devices": results,
+                              "serving": serving})
 
 
 if __name__ == "__main__":

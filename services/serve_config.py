@@ -37,6 +37,8 @@ class WorkerConfig(BaseModel):
     #: the device type this worker emulates from its measured profile; none: real onnxruntime inference
     emulate: str | None = None
     max_batch: int | None = Field(default=None, ge=1)
+    #: intra-op threads of a real worker (its device key is then ``cpu-<threads>t``); none: one
+    threads: int | None = Field(default=None, ge=1, le=256)
 
 
 class ServeConfig(BaseModel):
@@ -116,6 +118,9 @@ def checked_settings(config: ServeConfig, path: Path) -> Settings:
     devices = [d.name for d in catalogue.profiles.devices]
     for k, worker in enumerate(config.workers):
         where = f"workers[{k}] ({worker.id})"
+        if worker.emulate is not None and worker.threads is not None:
+            raise ConfigError(f"{path}: {where}: an emulated worker replays its device's profile; `threads` is for "
+                              "a real one")
         if worker.emulate is not None and worker.emulate not in devices:
             raise refuse(f"{where}.emulate", f"no device {worker.emulate!r} is profiled", worker.emulate, devices)
         for variant in worker.variants:
@@ -147,7 +152,7 @@ def start_services(launcher: LocalLauncher, config: ServeConfig, *, metrics_port
     scheduler = launcher.start_scheduler(metrics_port=metrics_port, extra_env=extra_env)
     for index, worker in enumerate(config.workers):
         launcher.start_worker(worker.id, variants=worker.variants, emulate=worker.emulate, max_batch=worker.max_batch,
-                              metrics_port=metrics_port + 1 + index, extra_env=extra_env)
+                              threads=worker.threads, metrics_port=metrics_port + 1 + index, extra_env=extra_env)
     if planner is None:
         planner = config.planner is not None
     if planner:

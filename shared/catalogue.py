@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shared.profiles import DeviceType, ProfileSet, VariantProfile
+from shared.profiles import ProfileSet, VariantProfile
+from shared.profiles.measured import with_measured
 
 if TYPE_CHECKING:
     from schemas import MeasuredLatency
@@ -48,35 +49,10 @@ class Catalogue:
 
     def with_measured(self, measured: Mapping[tuple[str, str], "MeasuredLatency"],
                       prices: Mapping[str, float]) -> "Catalogue":
-        """The same catalogue with the latencies real workers measured on their machines: ``measured``
-        maps (variant, device key) to what a worker of that device announced, ``prices`` a device key to
-        the $/h its workers announced.
-
-        A measured (variant, device) keeps its profile's other fields (accuracy, inputs, memory) and takes
-        the measured batches; a larger batch its profile has and the measurement left out is that
-        profile's latency scaled by measured / profiled at the largest batch measured. A device no profile
-        names (a machine measured nowhere before) starts from the variant's profile on another device,
-        scaled the same way. A variant the catalogue does not know is left out: its family and accuracy
-        come from a profile, not from a measurement.
-        """
-        if not measured:
-            return self
-        replaced: dict[tuple[str, str], VariantProfile] = {}
-        for (variant, device), latency in measured.items():
-            profiles = self._profiles.get(variant)
-            if not profiles:
-                continue
-            base = next((p for p in profiles if p.device == device), profiles[0])
-            replaced[variant, device] = _measured_profile(base, device, latency)
-        devices = {d.name: d for d in self.profiles.devices}
-        for _, device in replaced:
-            if device not in devices:
-                kind = "gpu" if device.startswith("gpu-") else "cpu"
-                devices[device] = DeviceType(name=device, kind=kind, price_per_hour=prices.get(device, 0.0))
-        variants = [p for p in self.profiles.variants if (p.variant, p.device) not in replaced]
-        profiles = ProfileSet(source=f"{self.profiles.source} + measured by workers", devices=list(devices.values()),
-                              slo_ms=self.profiles.slo_ms, variants=[*variants, *replaced.values()])
-        return Catalogue(profiles, self.applications)
+        """The same catalogue with the latencies real workers measured on their machines
+        (`shared.profiles.measured.with_measured`)."""
+        profiles = with_measured(self.profiles, measured, prices)
+        return self if profiles is self.profiles else Catalogue(profiles, self.applications)
 
     def profiles_of(self, variant: str) -> list[VariantProfile]:
         return self._profiles.get(variant, [])
@@ -146,20 +122,3 @@ class Catalogue:
             if batch_size <= max(p.batch_latency_ms)
         ]
         return min(latencies, default=None)
-
-
-def _measured_profile(base: VariantProfile, device: str, measured: "MeasuredLatency") -> VariantProfile:
-    latencies = dict(measured.batch_latency_ms)
-    largest = max(latencies)
-    reference = base.batch_latency_ms.get(largest)
-    if reference is None:  # the profile has no such batch: scale by its nearest batch at or above it
-        reference = base.latency_ms(largest) if largest <= max(base.batch_latency_ms) else None
-    if reference is not None:
-        scale = latencies[largest] / reference
-        latencies.update({b: ms * scale for b, ms in base.batch_latency_ms.items() if b > largest})
-    return base.model_copy(update={
-        "device": device, "batch_latency_ms": dict(sorted(latencies.items())), "latency_samples_ms": None,
-        "measured": True,
-        "load_latency_ms": measured.load_latency_ms if measured.load_latency_ms is not None else base.load_latency_ms,
-        "image_prepare_ms": measured.image_prepare_ms if measured.image_prepare_ms is not None
-        else base.image_prepare_ms})

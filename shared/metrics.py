@@ -55,6 +55,11 @@ TRANSPORT_RESERVE = Gauge(
     "The quantile of each hop around a batch's compute that a query's SLO keeps for the transport: ``start`` "
     "(dispatch to compute start), ``answer`` (compute end to the end heard); policies plan compute within the rest.",
     ["hop"])
+PROFILE_DRIFT = Gauge(
+    "meridian_scheduler_profile_drift",
+    "Per real worker and variant, its batches' compute over the latency the scheduler predicted for them "
+    "(moving average, `shared.serving.drift`): beyond 1.5 or below 1/1.5 the profile it is served by has drifted.",
+    ["worker", "variant"])
 OWNED_PARTITIONS = Gauge("meridian_scheduler_query_partitions",
                          "Partitions of meridian.queries this scheduler process owns: its share of the applications.")
 SCHEDULER_POLICY = Gauge(

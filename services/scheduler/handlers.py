@@ -35,6 +35,7 @@ from shared.adapters.dead_letter import best_effort_id, dead_letter, describe_va
 from shared.plans import from_message
 from shared.policy.per_application import PerApplicationDispatch
 from shared.serving import Dispatch, SchedulerCore, Step
+from shared.serving.drift import DriftChange
 from shared.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -254,7 +255,19 @@ class SchedulerHandlers:
     # -- the fleet and the operator ---------------------------------------------------------------
     async def on_worker_event(self, event: BaseModel) -> None:
         self.core.on_worker_event(event)
+        while self.core.drift_changes:
+            self.flag_drift(self.core.drift_changes.popleft())
         self.step_soon()
+
+    @staticmethod
+    def flag_drift(change: DriftChange) -> None:
+        if change.drifted:
+            logger.warning("worker %s computes %s at %.2fx the latency it is served by: its profile has drifted "
+                           "(restart it with an emptied measurement cache to measure it again)",
+                           change.worker_id, change.variant, change.ratio)
+        else:
+            logger.info("worker %s computes %s at %.2fx its profile again", change.worker_id, change.variant,
+                        change.ratio)
 
     async def on_plan(self, plan: AllocationPlan) -> None:
         # only the configured planner's plans: the autoscaler's and others' split load their own way
@@ -281,6 +294,9 @@ class SchedulerHandlers:
         metrics.WORKERS_KNOWN.set(len(core.workers))
         for hop, reserve_ms in core.transport.quantiles_ms().items():
             metrics.TRANSPORT_RESERVE.labels(hop).set(reserve_ms)
+        metrics.PROFILE_DRIFT.clear()
+        for (worker_id, variant), ratio in core.drift.ratios().items():
+            metrics.PROFILE_DRIFT.labels(worker_id, variant).set(round(ratio, 3))
 
     async def publish_load_statistics(self) -> None:
         for stats in self.load.close(self.core.depth_by_application(), time.time()):

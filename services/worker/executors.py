@@ -113,12 +113,15 @@ class OnnxExecutor(Executor):
         digest = model_digest(path)
         found = self._cache.get(self.device, self.machine, variant, digest)
         if found is None and measure:
-            began = time.perf_counter()
-            found = measure_session(session, max_batch=self._max_batch, load_ms=load_ms,
-                                    images=self._images.get(variant))
-            self._cache.put(self.device, self.machine, variant, digest, found)
-            logger.info("measured %s on %s (%s) in %.1f s: %s", variant, self.device, self.machine.name,
-                        time.perf_counter() - began, describe(found))
+            with self._cache.alone():
+                found = self._cache.get(self.device, self.machine, variant, digest)  # measured while we waited?
+                if found is None:
+                    began = time.perf_counter()
+                    found = measure_session(session, max_batch=self._max_batch, load_ms=load_ms,
+                                            images=self._images.get(variant))
+                    self._cache.put(self.device, self.machine, variant, digest, found)
+                    logger.info("measured %s on %s (%s) in %.1f s: %s", variant, self.device, self.machine.name,
+                                time.perf_counter() - began, describe(found))
         if found is not None:
             self._measured[variant] = found
 

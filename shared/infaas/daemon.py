@@ -59,6 +59,12 @@ class InstanceMonitor:
         return cls(store, {d.name: d.kind for d in profiles.devices}, worker_timeout_s, start_s, config=config,
                    family_slo_ms=dict(profiles.slo_ms))
 
+    def profiles_changed(self, profiles: ProfileSet) -> None:
+        """A real worker measured its machine: the store holds those profiles from now on, and the monitor
+        judges its instances by them from the next `flush`."""
+        self.store.put_profiles(profiles)
+        self.device_kinds = {**self.device_kinds, **{d.name: d.kind for d in profiles.devices}}
+
     def observe(self, event: object, now_s: float) -> None:
         handler = _EVENT_HANDLERS.get(type(event))
         if handler is not None:

@@ -105,10 +105,10 @@ class InfaasDispatch(DispatchPolicy):
     def __init__(self, profiles: ProfileSet | None = None, *, reload_after_s: float = 5.0,
                  max_utilization: float = MAX_DISPATCH_UTILIZATION, monitor: MonitorConfig | None = None,
                  worker_timeout_s: float = 3.0, latency_quantile: float = 0.95) -> None:
-        planned = at_quantile(profiles, latency_quantile) if profiles else None
-        self._catalogue = _records(planned) if planned else {}
+        self._latency_quantile = latency_quantile
+        self._catalogue: dict[Key, VariantRecord] = {}
         #: what batches show of the catalogue's profiles: its records follow them
-        self._learned = LearnedProfiles(planned) if planned else None
+        self._learned: LearnedProfiles | None = None
         #: the metadata store's records (registered models) from its last snapshot
         self._registered: dict[Key, VariantRecord] = {}
         self._by_key: dict[Key, VariantRecord] = {}
@@ -120,12 +120,24 @@ class InfaasDispatch(DispatchPolicy):
         self._loads_asked: dict[tuple[str, str], float] = {}
         self._reload_after_s = reload_after_s
         self._max_utilization = max_utilization
-        self._set_static(self._catalogue)
-        self._monitor_config = monitor if profiles is not None else None
         self._profiles = profiles
+        self._monitor_config = monitor if profiles is not None else None
         self._worker_timeout_s = worker_timeout_s
         #: the monitoring daemon, from the first worker event on (``monitor``)
         self._daemon: InstanceMonitor | None = None
+        if profiles:
+            self.on_profiles(profiles)
+
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        """The static records become these profiles (at the planning quantile), learned afresh from the
+        batches that finish from now on; the monitoring daemon judges by them too."""
+        if self._daemon is not None:
+            self._daemon.profiles_changed(profiles)
+        planned = at_quantile(profiles, self._latency_quantile)
+        self._profiles = profiles
+        self._learned = LearnedProfiles(planned)
+        self._catalogue = _records(planned)
+        self._set_static({**self._registered, **self._catalogue})
 
     def on_worker_event(self, event: WorkerEvent, now_s: float) -> None:
         """Learn from finished batches; feed the daemon and, at the end of each of its windows, serve from

@@ -22,7 +22,9 @@ import numpy as np
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.kairos.planner import ConfigRanking, KairosPlanner
 from shared.kairos.sizing import SCALE_DOWN_HEADROOM, ArrivalRate, LoadFollowing, cheapest_holding
+from schemas import WorkerEvent, WorkerHeartbeat
 from shared.policy.base import FleetController, FleetPlan, LoadSnapshot, PlanStatus
+from shared.profiles.measured import AnnouncedMeasurements
 
 if TYPE_CHECKING:
     from shared.catalogue import Catalogue
@@ -49,10 +51,21 @@ class KairosPlanningLoop(FleetController):
     ranking: ConfigRanking | None = None
     running: dict[str, int] = field(default_factory=dict)
     planned_s: float = -math.inf
+    #: what real workers announced they measured on their machines: the planner ranks by it
+    announced: AnnouncedMeasurements = field(default_factory=AnnouncedMeasurements)
+    #: a worker's measurement arrived after the latest plan
+    remeasured: bool = False
 
     @property
     def application(self) -> str:
         return self.planner.application
+
+    def on_worker_event(self, event: WorkerEvent) -> None:
+        """A real worker's measurements replace its device's profile; a plan made before is made again."""
+        if isinstance(event, WorkerHeartbeat) and event.measured and self.announced.heard(
+                event.worker_id, event.device, event.measured, event.price_per_hour):
+            self.planner.update_profiles(self.announced.applied_to(self.planner.configured))
+            self.remeasured |= self.planned
 
     def on_query_sizes(self, application: str, sizes: Sequence[int]) -> None:
         if application != self.application or not len(sizes):
@@ -64,6 +77,8 @@ class KairosPlanningLoop(FleetController):
         self.rate.add(now_s, arrivals.get(self.application, 0))
         if self.planned and self.shifted:
             reason = "the query-size distribution shifted"
+        elif self.planned and self.remeasured:
+            reason = "a worker measured its machine"
         elif not self.planned and self.seen >= self.min_queries:
             reason = f"{self.seen} query sizes seen"
         elif self.planned and self.following is not None:
@@ -79,7 +94,7 @@ class KairosPlanningLoop(FleetController):
             if rate is None:
                 return None  # the first window's arrivals are not in yet
             plan = self._rank_and_size(sizes, rate)
-        self.shifted = False
+        self.shifted = self.remeasured = False
         made = self._made(now_s, reason, plan)
         if made is not None:
             self.monitor.mark_planned(self.planner.qos_limits())

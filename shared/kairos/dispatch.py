@@ -84,10 +84,15 @@ class KairosDispatch(DispatchPolicy):
             )
         if coefficients is not None and not all(0 < c <= 1 for c in coefficients.values()):
             raise ValueError(f"`coefficients` must lie in (0, 1], got {dict(coefficients)}")
-        self.predictor = (
-            latency if isinstance(latency, LatencyPredictor)
-            else LatencyPredictor.from_profiles(at_quantile(latency, latency_quantile))
-        )
+        self._latency_quantile = latency_quantile
+        #: (device, variant) -> the profiled means the predictor was seeded with (none for a given predictor)
+        self._seeded: dict[tuple[str, str], dict[int, float]] = {}
+        if isinstance(latency, LatencyPredictor):
+            self.predictor = latency
+        else:
+            seeds = at_quantile(latency, latency_quantile)
+            self.predictor = LatencyPredictor.from_profiles(seeds)
+            self._seeded = {(p.device, p.variant): dict(p.batch_latency_ms) for p in seeds.variants}
         self._xi = xi
         self._margin = QosMargin(xi, margin_quantile) if margin_quantile is not None else None
         #: (device, variant, batch size) -> latencies predicted for the queries in flight there, oldest first
@@ -104,6 +109,16 @@ class KairosDispatch(DispatchPolicy):
         self._coefficient_cache: dict[tuple[str, frozenset[str]], dict[str, float]] = {}
         #: application -> its queued queries, in arrival order (each application's head joins the matching)
         self._by_application: dict[str, dict[str, PendingQuery]] = {}
+
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        """A (device, variant) whose profile changed (a real worker measured it) is predicted afresh from it;
+        the others keep what they learned."""
+        for profile in at_quantile(profiles, self._latency_quantile).variants:
+            key = (profile.device, profile.variant)
+            if self._seeded.get(key) != profile.batch_latency_ms:
+                self._seeded[key] = dict(profile.batch_latency_ms)
+                self.predictor.reseed(profile.device, profile.variant, profile.batch_latency_ms)
+                self._coefficient_cache.clear()
 
     def on_query_added(self, query: PendingQuery) -> None:
         self._by_application.setdefault(query.application, {})[query.query_id] = query

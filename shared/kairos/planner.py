@@ -72,6 +72,8 @@ class KairosPlanner(Planner):
     ) -> None:
         self.application = application
         self.variant = variant or application
+        #: the profiles it was made from
+        self.configured = profiles
         self.table = LatencyTable.from_profiles(profiles, self.variant, devices)
         if qos_ms is None and self.variant not in profiles.slo_ms:
             raise ValueError(f"no `qos_ms` given and no SLO profiled for {self.variant!r}")
@@ -87,6 +89,11 @@ class KairosPlanner(Planner):
         if max_counts is not None and len(max_counts) != len(self.table.devices):
             raise ValueError("`max_counts` must have one entry per device")
         self._caps = dict(zip(self.table.devices, max_counts)) if max_counts is not None else None
+
+    def update_profiles(self, profiles: ProfileSet) -> None:
+        """Rank from now on with the latencies of ``profiles`` (its devices' as real workers measured them);
+        the devices and their prices stay."""
+        self.table = LatencyTable.from_profiles(profiles, self.variant, self.table.devices)
 
     def rank(self, batch_sizes: Sequence[int] | np.ndarray) -> ConfigRanking:
         """UB of every configuration for this size distribution, ranked, with the similarity choice."""

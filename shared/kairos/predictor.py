@@ -123,6 +123,12 @@ class LatencyPredictor:
         for batch, latency in batch_latency_ms.items():
             self._add(device, variant, int(batch), float(latency), self._min_samples)
 
+    def reseed(self, device: str, variant: str, batch_latency_ms: Mapping[int, float]) -> None:
+        """Start (device, variant) afresh from these profiled means (a real worker measured them on its
+        machine): what was seeded or learned of it before is forgotten. Sizes beyond the grid are left out."""
+        self._models.pop((device, variant), None)
+        self.add_profile(device, variant, {b: ms for b, ms in batch_latency_ms.items() if int(b) <= self.max_batch})
+
     def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         """One measured service time."""
         if not np.isfinite(latency_ms) or latency_ms < 0:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from schemas import WorkerEvent
+    from shared.profiles.format import ProfileSet
 
 
 class PendingQuery(NamedTuple):
@@ -136,6 +137,11 @@ class DispatchPolicy(ABC):
     def on_plan(self, plan: "FleetPlan") -> None:
         """A planner published a plan; for policies that route by one (Proteus)."""
 
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        """The catalogue's profiles changed: a real worker announced the latencies it measured on its
+        machine (`SchedulerCore.measurements_heard`), or a model was registered. A policy that plans with
+        profiles plans with these from now on; what it learned from finished batches since it may keep."""
+
     def on_worker_event(self, event: "WorkerEvent", now_s: float) -> None:
         """Every worker event the core heard, after the core's own calls above; for policies that monitor
         the fleet themselves (INFaaS' monitoring daemon)."""
@@ -164,6 +170,9 @@ class BatchingPolicy(ABC):
 
     def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         """Completion feedback, as for dispatch policies."""
+
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        """The catalogue's profiles changed, as for dispatch policies."""
 
 
 def oldest(queue: Sequence[PendingQuery], rows: int) -> list[PendingQuery]:

@@ -83,6 +83,8 @@ def most_in_time_per_second(rows: Sequence[int], left_ms: Sequence[float],
     [1, 2, 3]
     >>> most_in_time_per_second([3, 3], [100.0, 100.0], [(1, 1.0, 1.0), (4, 8.0, 8.0), (8, 10.0, 10.0)])
     [0, 1]
+    >>> most_in_time_per_second([1] * 3, [100.0] * 3, [(1, 0.0, 0.0), (4, 0.0, 0.0)])  # a device not profiled yet
+    [0, 1, 2]
     """
     best: list[int] = []
     best_rate = 0.0
@@ -96,8 +98,9 @@ def most_in_time_per_second(rows: Sequence[int], left_ms: Sequence[float],
                 break
             chosen.append(position)
             total += query_rows
-        if len(chosen) / latency_ms > best_rate:
-            best, best_rate = chosen, len(chosen) / latency_ms
+        rate = len(chosen) / max(latency_ms, 1e-9)  # a latency not known yet (predicted 0) costs nothing
+        if rate > best_rate:
+            best, best_rate = chosen, rate
         if not full:
             break  # every query in time fits already; a larger batch only ends later
     return best

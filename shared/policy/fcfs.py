@@ -41,8 +41,12 @@ class DeadlineBatching(BatchingPolicy):
     name = "deadline"
 
     def __init__(self, profiles: ProfileSet, *, latency_quantile: float = 0.95) -> None:
+        self._quantile = latency_quantile
+        self.on_profiles(profiles)
+
+    def on_profiles(self, profiles: ProfileSet) -> None:
         self._profiles = profiles
-        self._tail = at_quantile(profiles, latency_quantile)
+        self._tail = at_quantile(profiles, self._quantile)
 
     def batch_rows(
         self, now_s: float, queue: Sequence[PendingQuery], worker: WorkerView, variant: str
@@ -95,6 +99,9 @@ class FcfsDispatch(DispatchPolicy):
 
     def on_batch_finished(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         self._batching.observe(device, variant, batch_size, latency_ms)
+
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        self._batching.on_profiles(profiles)
 
     def _batch_for(
         self, now_s: float, queue: Sequence[PendingQuery], worker: WorkerView, taken: set[str]

@@ -20,9 +20,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from schemas import WorkerEvent
 from shared.policy.base import DispatchDecision, DispatchPolicy, FleetController, FleetPlan, PendingQuery, WorkerView
+
+if TYPE_CHECKING:
+    from shared.profiles.format import ProfileSet
 
 
 @dataclass(slots=True)
@@ -175,6 +179,10 @@ class PerApplicationDispatch(DispatchPolicy):
         self._plan = plan
         for group in self._groups():
             group.policy.on_plan(plan)
+
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        for group in self._groups():
+            group.policy.on_profiles(profiles)
 
     def on_worker_event(self, event: WorkerEvent, now_s: float) -> None:
         for group in self._groups():

@@ -35,6 +35,9 @@ class LearnedProfiles:
 
     def __init__(self, profiles: ProfileSet, *, weight: float = 0.1, min_batches: int = 5,
                  tolerance: float = 0.05, refresh_every: int = 25) -> None:
+        #: the profiles it was made from
+        self.configured = profiles
+        #: the profiles it corrects (the configured ones until `rebase`)
         self.base = profiles
         self._weight = weight
         self._min_batches = min_batches
@@ -47,6 +50,13 @@ class LearnedProfiles:
         self._current = profiles
         #: moves whenever `profiles` changed
         self.version = 0
+
+    def rebase(self, profiles: ProfileSet) -> None:
+        """Correct ``profiles`` from now on (a real worker measured its machine); what batches showed is
+        kept for the (variant, device, size) both sets profile, and `version` moves."""
+        self.base = profiles
+        self._current = self._corrected()
+        self.version += 1
 
     def observe(self, device: str, variant: str, rows: int, compute_ms: float) -> None:
         """A batch of ``rows`` took ``compute_ms`` on ``device``."""

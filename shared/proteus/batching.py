@@ -79,12 +79,17 @@ class QueueBatching(BatchingPolicy):
         if drop not in _DROPS:
             raise ValueError(f"`drop` must be one of {_DROPS}, got {drop!r}")
         self.drop = drop
-        self.learned = LearnedProfiles(profiles)
-        self._profiles = profiles
         self._batch_sizes = None if batch_sizes is None else tuple(sorted(set(batch_sizes)))
         self._memory = memory_mb
         self._bmax: dict[tuple[str, str, float, int], int] = {}
+        self.on_profiles(profiles)
+
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        """Batch on these profiles, corrected afresh by the batches that finish from now on."""
+        self.learned = LearnedProfiles(profiles)
+        self._profiles = profiles
         self._version = 0
+        self._bmax.clear()
 
     def observe(self, device: str, variant: str, batch_size: int, latency_ms: float) -> None:
         self.learned.observe(device, variant, batch_size, latency_ms)

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from schemas import BatchFinished, WorkerEvent
+from schemas import BatchFinished, WorkerEvent, WorkerHeartbeat
 from shared.policy.base import FleetController, FleetPlan, LoadSnapshot, Planner
 from shared.profiles.learned import LearnedProfiles
+from shared.profiles.measured import AnnouncedMeasurements
 from shared.proteus.monitor import ReplanMonitor
 from shared.proteus.planner import ProteusPlanner
 
@@ -29,7 +30,9 @@ class PlanningController(FleetController):
     ``applications``: the ones it plans (None: all); another application's arrivals are not its demand
     and never trigger a re-plan. ``learned``: profiles corrected by the batches the workers report
     (`LearnedProfiles`); a planner that can take them (``update_profiles``) plans with them from its next
-    solve on, so that no plan routes more to a device than it serves through the transport.
+    solve on, so that no plan routes more to a device than it serves through the transport. With it, the
+    latencies real workers announce they measured on their machines (`announced`) replace their devices'
+    profiles, and the next control re-plans.
     """
 
     planner: Planner
@@ -39,11 +42,20 @@ class PlanningController(FleetController):
     applications: frozenset[str] | None = None
     learned: LearnedProfiles | None = None
     log: list[tuple[float, str, FleetPlan]] = field(default_factory=list)
+    #: what real workers announced they measured (with ``learned``): the planner plans by it
+    announced: AnnouncedMeasurements = field(default_factory=AnnouncedMeasurements)
     _planned_version: int = 0
+    _remeasured: bool = False
 
     def on_worker_event(self, event: WorkerEvent) -> None:
-        if self.learned is not None and isinstance(event, BatchFinished):
+        if self.learned is None:
+            return
+        if isinstance(event, BatchFinished):
             self.learned.observe_event(event)
+        elif isinstance(event, WorkerHeartbeat) and event.measured and self.announced.heard(
+                event.worker_id, event.device, event.measured, event.price_per_hour):
+            self.learned.rebase(self.announced.applied_to(self.learned.configured))
+            self._remeasured = True
 
     def control(self, now_s: float, arrivals: Mapping[str, int]) -> FleetPlan | None:
         first = not self.log
@@ -51,7 +63,7 @@ class PlanningController(FleetController):
             arrivals = {app: n for app, n in arrivals.items() if app in self.applications}
         if arrivals or self.monitor.rates():
             self.monitor.record(now_s, arrivals, interval_s=self.interval_s)
-        reason = self.monitor.due(now_s)
+        reason = self.monitor.due(now_s) or ("a worker measured its machine" if self._remeasured else None)
         rates = self.monitor.rates()
         if first and self.initial_rates is not None:
             rates = dict(self.initial_rates)
@@ -60,6 +72,7 @@ class PlanningController(FleetController):
         if self.learned is not None and self.learned.version != self._planned_version:
             self._planned_version = self.learned.version
             self.planner.update_profiles(self.learned.profiles())
+        self._remeasured = False
         plan = self.planner.plan(LoadSnapshot(at_s=now_s, arrival_rate_qps=rates))
         self.log.append((now_s, reason or "initial", plan))
         if plan.success:

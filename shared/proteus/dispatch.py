@@ -109,6 +109,14 @@ class ProteusDispatch(DispatchPolicy):
             self._plan = plan
             self._retry_unrouted = True
 
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        """Batch on these profiles and weigh the plan's shares by the capacities they give."""
+        self.batching.on_profiles(profiles)
+        self._profiled = {(p.variant, p.device) for p in profiles.variants}
+        self._version = self.batching.learned.version
+        self._capacity.clear()
+        self._routers.clear()
+
     def on_query_added(self, query: PendingQuery) -> None:
         self._fresh[query.query_id] = query
 

@@ -8,6 +8,7 @@ of the MILP's optimal per-device assignments.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from shared.profiles.format import ProfileSet
 from shared.proteus.apps import Application, resolve_applications
 from shared.proteus.capacity import device_memory, peak_throughput
 from shared.proteus.milp import Allocation, AllocationProblem, solve_allocation
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -52,11 +55,10 @@ def planning_model(
 ) -> PlanningModel:
     """Capacities of every (device type, variant, application), from the SLO/2 rule.
 
-    ``variants`` optionally restricts an application to some of its family's variants.
+    ``variants`` optionally restricts an application to some of its family's variants. A device type of
+    ``fleet`` that no profile names (a real machine whose workers will announce what they measured,
+    `shared.profiles.measured`) has no capacity until a profile set that names it.
     """
-    unknown = set(fleet) - set(profiles.device_by_name)
-    if unknown:
-        raise ValueError(f"`fleet` names device types without profiles: {sorted(unknown)}")
     if any(c < 0 for c in fleet.values()):
         raise ValueError(f"`fleet` counts must be >= 0, got {dict(fleet)}")
     sizes = None if batch_sizes is None else tuple(batch_sizes)
@@ -146,6 +148,10 @@ class ProteusPlanner(Planner):
         self.applications = resolve_applications(profiles, applications, slo_ms)
         self._model_options = {"variants": variants, "batch_sizes": batch_sizes, "memory_mb": memory_mb}
         self.model = planning_model(profiles, self.fleet, self.applications, **self._model_options)
+        unprofiled = sorted(set(self.fleet) - set(profiles.device_by_name))
+        if unprofiled:
+            logger.warning("the fleet's %s have no profile: planned with no capacity until their workers "
+                           "announce what they measured", ", ".join(unprofiled))
         self._solve = {"headroom": headroom, "degrade_step": degrade_step, "time_limit_s": time_limit_s,
                            "mip_rel_gap": mip_rel_gap}
         self._fill_idle = fill_idle
@@ -191,7 +197,7 @@ class ProteusPlanner(Planner):
             placements=placements,
             routing=routing,
             objective=allocation.objective,
-            cost_per_hour=float(sum(prices[p.device] for p in placements)),
+            cost_per_hour=float(sum(prices.get(p.device, 0.0) for p in placements)),
         )
 
     def _fill(self, counts: np.ndarray, routed: np.ndarray) -> None:

@@ -113,6 +113,11 @@ class RamsisDispatch(DispatchPolicy):
         self._fresh: dict[str, PendingQuery] = {}
         self._seq = itertools.count()
 
+    def on_profiles(self, profiles: ProfileSet) -> None:
+        """Fall back and bound batches by these profiles; the MDP policies stay as they were solved, for
+        one device type's profile (`device`), offline."""
+        self._profiles = profiles
+
     # -- the background-generation interface ----------------------------------------------------
     @property
     def policy_set(self) -> PolicySet:

@@ -10,7 +10,7 @@ clock it is given and never does I/O: its answer to each `step` is a `Step`, whi
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -20,6 +20,8 @@ from schemas import (NUMPY_DATATYPES, BatchFinished, BatchRefused, MeasuredLaten
 from shared.catalogue import Catalogue, QueryRejected, Resolution
 from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQuery, WorkerView
 from shared.profiles.format import VariantProfile
+from shared.profiles.measured import AnnouncedMeasurements
+from shared.serving.drift import DriftChange, ProfileDrift
 from shared.serving.queue import AdmissionQueue, Queued
 from shared.serving.transport_budget import TransportBudget
 from shared.serving.wording import duration
@@ -247,12 +249,12 @@ class SchedulerCore:
         #: the catalogue as configured (and registered), before the workers' measurements
         self._configured = catalogue
         self._catalogue = catalogue
-        #: (variant, device) -> worker -> its latency as that real worker measured it on its machine
-        self._announced: dict[tuple[str, str], dict[str, MeasuredLatency]] = {}
-        #: (variant, device) -> what the catalogue serves it by (per batch size, the median announcement)
-        self._measured: dict[tuple[str, str], MeasuredLatency] = {}
-        #: device -> the $/h its workers announced
-        self._device_prices: dict[str, float] = {}
+        #: what real workers measured on their machines: the catalogue serves by it
+        self._announced = AnnouncedMeasurements()
+        #: how far each real worker's batches run from what the catalogue predicts, and its latest changes
+        #: (the live scheduler flags them, the simulator has no real worker)
+        self.drift = ProfileDrift()
+        self.drift_changes: deque[DriftChange] = deque(maxlen=256)
         self._resolutions: dict[tuple, Resolution | str] = {}
         self._fastest: dict[tuple[tuple[str, ...], int, int], float] = {}
         self._profiles: dict[tuple[str, str], VariantProfile | None] = {}
@@ -275,15 +277,17 @@ class SchedulerCore:
         """A new catalogue (a model was registered): admission decides afresh, with what real workers
         measured still in it."""
         self._configured = catalogue
-        self._use(catalogue.with_measured(self._measured, self._device_prices))
+        self._use(catalogue.with_measured(self._announced.measured, self._announced.prices))
 
     def _use(self, catalogue: Catalogue) -> None:
+        """Serve by ``catalogue`` from now on, and so does the policy."""
         self._catalogue = catalogue
         self._resolutions.clear()
         self._fastest.clear()
         self._profiles.clear()
         self._accepted.clear()
         self._forget_capacity()
+        self.policy.on_profiles(catalogue.profiles)
 
     # -- queries --------------------------------------------------------------------------------
     def admit(self, query: AdmissionRequest, *, payload: object = None, ack_token: Hashable | None = None,
@@ -382,18 +386,11 @@ class SchedulerCore:
     def measurements_heard(self, worker_id: str, device: str, measured: Mapping[str, MeasuredLatency],
                            price_per_hour: float) -> None:
         """A real worker's latencies, measured on its machine: its device's profiles become them, for
-        admission, drop deadlines and predicted ends alike. Where several workers of one device measured a
+        admission, drop deadlines and predicted ends alike, and for the policy's own plans (`on_profiles`). Where several workers of one device measured a
         variant, each batch size takes the median of theirs (a worker's measurement stays after it left)."""
-        changed = [(variant, latency) for variant, latency in measured.items()
-                   if self._announced.get((variant, device), {}).get(worker_id) != latency]
-        if not changed:
-            return
-        for variant, latency in changed:
-            by_worker = self._announced.setdefault((variant, device), {})
-            by_worker[worker_id] = latency
-            self._measured[variant, device] = _median_measurement(list(by_worker.values()))
-        self._device_prices[device] = price_per_hour
-        self._use(self._configured.with_measured(self._measured, self._device_prices))
+        if self._announced.heard(worker_id, device, measured, price_per_hour):
+            self.drift.forget(worker_id)
+            self._use(self._configured.with_measured(self._announced.measured, self._announced.prices))
 
     def batch_finished(self, worker_id: str, batch_id: str, compute_ms: float, *, rows: int | None = None,
                        started_s: float | None = None) -> None:
@@ -416,6 +413,11 @@ class SchedulerCore:
             overhead = max(0.0, taken - (batch.predicted_finish_s - batch.predicted_start_s))
             record.overhead_s += 0.2 * (overhead - record.overhead_s)
             self._capacity.clear()
+        if not record.emulated and (rows is None or rows == batch.rows):
+            change = self.drift.observe(worker_id, batch.variant, compute_ms,
+                                        (batch.predicted_finish_s - batch.predicted_start_s) * 1000.0)
+            if change is not None:
+                self.drift_changes.append(change)
         self._batch_left(worker_id, record, now)
         computed = batch.rows if rows is None else rows
         if computed:
@@ -483,6 +485,7 @@ class SchedulerCore:
             return
         self._idle.discard(worker_id)
         self._real_workers -= not record.emulated
+        self.drift.forget(worker_id)
         self._forget_capacity()
         self.policy.on_worker_lost(worker_id)
         self._requeue([i for batch in record.inflight.values() for i in batch.items])
@@ -724,19 +727,3 @@ class SchedulerCore:
             capacity += max((b / (latency_s + worker.overhead_s) for b, latency_s in batches), default=0.0)
         capacity = self._capacity[candidates] = capacity or math.inf
         return capacity
-
-
-def _median_measurement(announced: list[MeasuredLatency]) -> MeasuredLatency:
-    """Per batch size (and for loading and preparing an image), the median of what workers announced."""
-    if len(announced) == 1:
-        return announced[0]
-
-    def median(values: list[float | None]) -> float | None:
-        known = sorted(v for v in values if v is not None)
-        return None if not known else (known[(len(known) - 1) // 2] + known[len(known) // 2]) / 2.0
-
-    batches = sorted({b for a in announced for b in a.batch_latency_ms})
-    return MeasuredLatency(
-        batch_latency_ms={b: median([a.batch_latency_ms.get(b) for a in announced]) for b in batches},
-        load_latency_ms=median([a.load_latency_ms for a in announced]),
-        image_prepare_ms=median([a.image_prepare_ms for a in announced]))

@@ -25,7 +25,8 @@ the core does itself:
   messages take no time: an ideal machine;
 - heartbeats (optional, ``heartbeat_interval_s``): each joined worker reports its loaded variants and
   busy share every interval, as live workers do, to the core and the controller (for monitors that
-  judge workers by them).
+  judge workers by them). A worker given what it measured (`SimWorker.measured`) announces it in every
+  heartbeat, as a real worker does, and its batches take that long.
 
 After every event the core steps once, exactly as the live scheduler does after every message.
 
@@ -289,6 +290,12 @@ class Simulation:
         self.now = 0.0
         self.core = SchedulerCore(policy, catalogue, config or CoreConfig(), clock=lambda: self.now)
         self.service = service or ProfileServiceTime(profiles)
+        #: worker id -> the service times of a worker that measured its machine (`SimWorker.measured`)
+        self.measured_service = {
+            w.worker_id: ProfileServiceTime(Catalogue(profiles, {}).with_measured(
+                {(variant, w.device): latency for variant, latency in w.measured.items()}, {}).profiles)
+            for w in workers if w.measured}
+        self.prices = {d.name: d.price_per_hour for d in profiles.devices}
         self.controller = controller
         self.interval = control_interval_s
         self.heartbeat_interval = heartbeat_interval_s
@@ -473,7 +480,8 @@ class Simulation:
             self._notice(worker, lambda: self._tell(refusal))
             self._next_job(worker)
             return
-        service_ms = self.service.sample_ms(device, job.variant, job.rows, self.rng, job.images)
+        service = self.measured_service.get(worker.spec.worker_id, self.service)
+        service_ms = service.sample_ms(device, job.variant, job.rows, self.rng, job.images)
         if self.service_factor is not None:
             service_ms *= self.service_factor(worker.spec.worker_id, device, self.now)
         for item in job.items:
@@ -564,7 +572,8 @@ class Simulation:
         self._tell(WorkerHeartbeat.model_construct(
             worker_id=spec.worker_id, incarnation=None, device=spec.device, emulated=True,
             variants=list(worker.placement.variants), max_batch=spec.max_batch, inflight=int(worker.running),
-            busy_fraction=busy_fraction, price_per_hour=0.0, at=self.now))
+            busy_fraction=busy_fraction, price_per_hour=self.prices.get(spec.device, 0.0),
+            measured=dict(spec.measured or {}), at=self.now))
 
     def _stop_once_started(self) -> None:
         """Make-before-break: the workers a plan gives up stop once all it started have joined."""

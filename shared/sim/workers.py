@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schemas import MeasuredLatency
 
 
 
@@ -14,6 +18,10 @@ class SimWorker:
     device: str
     variants: tuple[str, ...]
     max_batch: int
+    #: variant -> what the worker measured on its machine, as a real worker does at its start: its
+    #: heartbeats announce it and its batches take that long. None: it replays its device's profile, as an
+    #: emulated worker does
+    measured: Mapping[str, MeasuredLatency] | None = None
 
 
 def make_fleet(

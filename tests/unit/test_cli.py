@@ -219,6 +219,8 @@ SERVE_YAML = (REPO_ROOT / "infra/serve.yaml").read_text()
      "which must then be infaas (INFaaS' model-less path), not 'fcfs'"),
     ("digits-cnn-m, digits-cnn-l]", "digits-cnn-m, digits-cnn-l]\n    emulate: cpu-1t",
      "registry: registered models run on a real worker (one without `emulate`), and every worker here is emulated"),
+    ("    emulate: g4dn-emu", "    emulate: g4dn-emu\n    threads: 2",
+     "workers[2] (emu-g4dn): an emulated worker replays its device's profile; `threads` is for a real one"),
 ])
 def test_serve_names_a_misspelt_name_and_the_closest_it_knows_before_it_starts_anything(
         tmp_path, capsys, typo, fixed, reason) -> None:

@@ -2,11 +2,15 @@
 scheduler's core serving that device by what was measured."""
 from __future__ import annotations
 
+import itertools
 import shutil
+import threading
+
+import numpy as np
 
 import pytest
 
-from schemas import MachineDescription, MeasuredLatency, WorkerHeartbeat
+from schemas import MachineDescription, MeasuredLatency, Query, WorkerHeartbeat
 from services.worker.executors import OnnxExecutor
 from services.worker.self_measure import MeasurementCache, measure_session, model_digest
 from shared.catalogue import Catalogue
@@ -15,7 +19,9 @@ from shared.onnx_runtime import make_session
 from shared.policy.fcfs import FcfsDispatch
 from shared.profiles import DeviceType, ProfileSet, VariantProfile
 from shared.serving import CoreConfig, SchedulerCore
+from shared.serving.drift import MIN_BATCHES
 from shared.settings import REPO_ROOT
+from shared.tensors import encode
 
 DIGITS = REPO_ROOT / "profiles" / "digits"
 CPU = DeviceType(name="cpu-1t", kind="cpu", price_per_hour=0.0425)
@@ -140,3 +146,57 @@ def test_workers_of_one_device_are_served_by_the_median_of_what_they_measured() 
     core.on_worker_event(heartbeat({"m": MeasuredLatency(batch_latency_ms={1: 1.0})}).model_copy(
         update={"worker_id": "a"}))
     assert core.catalogue is catalogue  # a heartbeat repeating its announcement changes nothing
+
+
+def test_workers_sharing_a_cache_measure_one_at_a_time(tmp_path) -> None:
+    cache, order = MeasurementCache(tmp_path), []
+    first_in, first_may_leave = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with cache.alone():
+            order.append("first in")
+            first_in.set()
+            first_may_leave.wait(5)
+            order.append("first out")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    first_in.wait(5)
+    def then() -> None:
+        with cache.alone():
+            order.append("second in")
+
+    second = threading.Thread(target=then)
+    second.start()
+    second.join(0.3)
+    assert second.is_alive(), "the second measured while the first did"
+    first_may_leave.set()
+    thread.join(5)
+    second.join(5)
+    assert order == ["first in", "first out", "second in"]
+
+
+def test_a_real_worker_computing_slower_than_it_is_served_by_is_flagged_and_cleared_once_it_is_back() -> None:
+    now = [1.0]
+    core = SchedulerCore(FcfsDispatch(), Catalogue(PROFILES, {"app": ["fam"]}), CoreConfig(), clock=lambda: now[0])
+    core.on_worker_event(heartbeat({}))
+    served = itertools.count()
+
+    def serve(compute_ms: float) -> None:
+        query = Query(query_id=f"q{next(served)}", application="app", model="m", slo_ms=1000.0, batch_size=1,
+                      inputs=encode(np.zeros((1, 4), np.float32)), sent_at=now[0])
+        assert core.admit(query) is None
+        (dispatch,) = core.step().dispatches
+        now[0] += 0.01
+        core.batch_finished("w", dispatch.batch_id, compute_ms)
+
+    for _ in range(MIN_BATCHES - 1):
+        serve(6.0)  # three times the profiled 2 ms
+    assert not core.drift_changes, "judged before enough batches"
+    serve(6.0)
+    assert [(c.worker_id, c.variant, c.drifted) for c in core.drift_changes] == [("w", "m", True)]
+    core.drift_changes.clear()
+    for _ in range(20):
+        serve(2.0)
+    assert [(c.drifted, round(c.ratio, 1)) for c in core.drift_changes] == [(False, 1.5)]
+    assert core.drift.ratios()["w", "m"] < 1.3

@@ -102,9 +102,17 @@ def test_infaas_accuracy_scales_up_then_back(profiles: ProfileSet) -> None:
     assert len(again.placements) == 1 and again.placements[0].variants == ("img-slow",)
 
 
+def test_a_fleet_device_no_profile_names_serves_nothing_until_its_workers_measured_it(profiles: ProfileSet,
+                                                                                      caplog) -> None:
+    planner = ProteusPlanner(profiles, fleet={"cpu": 1, "tpu": 1}, headroom=1.0)
+    assert "tpu have no profile" in caplog.text
+    plan = planner.plan(load(40.0))
+    assert plan.success and plan.routing["img"]
+    assert {p.device for p in plan.placements if any(v.startswith("img") for v in p.variants)} == {"cpu"}
+    assert plan.cost_per_hour is not None
+
+
 def test_invalid_options(profiles: ProfileSet) -> None:
-    with pytest.raises(ValueError, match="`fleet`"):
-        ProteusPlanner(profiles, fleet={"tpu": 1})
     with pytest.raises(ValueError, match="`slo_ms`"):
         ProteusPlanner(profiles, slo_ms={"audio": 10.0})
     with pytest.raises(ValueError, match="`variants`"):
