@@ -1,9 +1,9 @@
 """Two real workers that measured themselves, served live by every policy: who gets the work, and the SLO.
 
-`make bench-machines`' second part (``python -m bench.machine_shares`` alone). On a stack of its own (Kafka
-and Redis), two real onnxruntime workers serve the digits family's slowest variant, one given one intra-op
-thread (device key ``cpu-1t``) and one given two (``cpu-2t``); each measures itself at its first start and
-announces it (`services.worker.self_measure`). Each policy of `POLICIES` serves them through Kafka
+`make bench-machines`' second part (`bench.machines` runs it, alone on the machine). On a stack of its
+own (Kafka and Redis), two real onnxruntime workers serve the digits family's slowest variant, one given
+one intra-op thread (device key ``cpu-1t``) and one given two (``cpu-2t``); each measures itself at its
+first start and announces it (`services.worker.self_measure`). Each policy of `POLICIES` serves them through Kafka
 (Proteus with its planner, planning the two machines by their announcements): Poisson queries of `ROWS`
 digit rows at each of `LOADS` times the pair's capacity by their announcements (`pair_capacity_rows_per_s`),
 for `SECONDS` each. Per point: the share of rows each worker computed, SLO attainment, and the same
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import save_figure
-from schemas import MeasuredLatency, Query, ResultStatus, WorkerHeartbeat, worker_event_adapter
+from schemas import Query, ResultStatus, WorkerHeartbeat, worker_event_adapter
 from services.launcher import LocalLauncher
 from services.replay.comparison import simulate_record
 from services.serve_config import ServeConfig, WorkerConfig, settings_env, start_services
@@ -108,6 +108,7 @@ def send(client: MeridianClient, rows: np.ndarray, rate: float, slo_ms: float, *
 
 
 def shares(rows_by_worker: Counter) -> dict[str, float]:
+    """Each worker's share of the rows computed."""
     total = sum(rows_by_worker.values()) or 1
     return {worker: round(rows_by_worker[worker] / total, 3) for worker in WORKERS}
 
@@ -132,8 +133,10 @@ def live_point(client: MeridianClient, rows: np.ndarray, rate: float, slo_ms: fl
 
 def simulated_point(policy: str, settings: Settings, catalogue: Catalogue, beats: dict[str, WorkerHeartbeat],
                     sent: list[Query], answers: dict) -> dict:
+    """The same queries in the simulator: its workers announce what the live ones did, its hops are fitted
+    from the live answers."""
     workers = [SimWorker(name, beats[name].device, (VARIANT,), beats[name].max_batch,
-                         measured={VARIANT: MeasuredLatency.model_validate(beats[name].measured[VARIANT])})
+                         measured={VARIANT: beats[name].measured[VARIANT]})
                for name in WORKERS]
     start = min(q.sent_at for q in sent)
     result = simulate_record(policy, sent, workers, settings, catalogue, start_s=start,

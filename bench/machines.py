@@ -1,6 +1,6 @@
 """A worker's measurement of its own machine, against the committed profiles, and what a restart saves.
 
-Run ``python -m bench.machines`` (``make bench-machines``, ~6 minutes, alone on the machine). Writes
+Run ``python -m bench.machines`` (``make bench-machines``, ~5 minutes, alone on the machine). Writes
 ``bench/results/machines.json``, ``machines.png`` and ``machine_shares.png`` and prints the JSON.
 
 For each variant a real worker serves here (the digits family, and EfficientNet-Lite0/1/2 once ``make

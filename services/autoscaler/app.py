@@ -139,7 +139,8 @@ def main() -> None:
                          "pinned or static there); the service runs 'infaas'")
     policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings),
                              model=GreedyConfig.from_settings(settings))
-    loop = AutoscaleLoop(policy, config=MonitorConfig.from_settings(settings), timer=time.perf_counter)
+    loop = AutoscaleLoop(policy, config=MonitorConfig.from_settings(settings), timer=time.perf_counter,
+                         profiles=Catalogue.from_settings(settings).profiles)
     load_stats = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.autoscaler",
                                auto_offset_reset="latest")
     load_stats.partitions_for_topic(topics.LOAD_STATS)

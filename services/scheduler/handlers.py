@@ -261,6 +261,7 @@ class SchedulerHandlers:
 
     @staticmethod
     def flag_drift(change: DriftChange) -> None:
+        """Say in the log that a real worker's profile drifted, or came back (`shared.serving.drift`)."""
         if change.drifted:
             logger.warning("worker %s computes %s at %.2fx the latency it is served by: its profile has drifted "
                            "(restart it with an emptied measurement cache to measure it again)",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from shared.autoscale.catalogue import MachineCatalogue
 from shared.autoscale.cost import fleet_cost_per_hour
@@ -17,6 +17,9 @@ from shared.autoscale.greedy import GreedyConfig, GreedyModelAutoscaler
 from shared.autoscale.ledger import Request
 from shared.autoscale.state import AutoscaleState, ScaleActions
 from shared.autoscale.vm import VmAutoscaler, VmConfig
+
+if TYPE_CHECKING:
+    from shared.profiles.format import ProfileSet
 
 __all__ = ["BaseAutoscaler", "InfaasAutoscaler"]
 
@@ -29,6 +32,11 @@ class BaseAutoscaler(ABC):
 
     def __init__(self, catalogue: MachineCatalogue) -> None:
         self.catalogue = catalogue
+
+    def remeasured(self, profiles: ProfileSet) -> None:
+        """Decide from now on by the latencies of ``profiles`` (real workers announced what they measured on
+        their machines): the same machines, options and applications."""
+        self.catalogue = self.catalogue.with_latencies_of(profiles)
 
     @property
     def poll_interval_s(self) -> float:
@@ -77,6 +85,10 @@ class InfaasAutoscaler(BaseAutoscaler):
     @property
     def poll_interval_s(self) -> float:
         return self.model.config.poll_interval_s
+
+    def remeasured(self, profiles: ProfileSet) -> None:
+        super().remeasured(profiles)
+        self.model.catalogue = self.vm.catalogue = self.catalogue
 
     def step(self, state: AutoscaleState, now_s: float) -> ScaleActions:
         decision = self.model.decide(state, now_s, requests=self._requests)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from shared.infaas.records import Key, VariantRecord
@@ -214,6 +214,22 @@ class MachineCatalogue:
             for option in self.eligible(app.name, latency_budget):
                 serves.setdefault(option.key, []).append(app.name)
         return serves
+
+    def with_latencies_of(self, profiles: ProfileSet) -> MachineCatalogue:
+        """The same machines and options, each option's latencies as ``profiles`` give them for its variant
+        and worker type (real workers announced what they measured, `shared.profiles.measured`); an option
+        they do not profile stays as it was."""
+        options = []
+        for option in self.options:
+            profile = profiles.find(option.variant, option.device)
+            latencies = tuple(profile.batch_latency_ms.items()) if profile is not None else None
+            if latencies is None or latencies == option.record.batch_latency_ms:
+                options.append(option)
+                continue
+            record = replace(option.record, batch_latency_ms=latencies,
+                                         load_latency_ms=profile.load_latency_ms)
+            options.append(replace(option, record=record))
+        return MachineCatalogue(self.worker_types, tuple(options), self.applications, self.source)
 
     def with_applications(self, applications: Iterable[Application]) -> MachineCatalogue:
         """The same hardware and variants serving other applications (e.g. pinned baselines)."""

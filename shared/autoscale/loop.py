@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from schemas import LoadStatistics
+from schemas import LoadStatistics, WorkerHeartbeat
 from shared.autoscale.autoscaler import BaseAutoscaler
 from shared.autoscale.cost import to_fleet_plan
 from shared.autoscale.state import AutoscaleState, ScaleActions, StartWorker
 from shared.autoscale.tracker import FleetTracker
 from shared.infaas.monitor import MonitorConfig
 from shared.policy.base import FleetPlan
+from shared.profiles.format import ProfileSet
+from shared.profiles.measured import AnnouncedMeasurements
 
 __all__ = ["AutoscaleLoop", "AutoscalePoll"]
 
@@ -47,13 +49,17 @@ class AutoscaleLoop:
     config : the monitor's window and thresholds (`MonitorConfig.from_settings`).
     silent_after_s : a worker not heard from this long is gone.
     timer : seconds on any clock, read around ``policy.step`` only (decision time); never used to decide.
+    profiles : the profiles the policy's catalogue was made from; with them, the latencies real workers
+        announce they measured on their machines (`shared.profiles.measured`) replace their options' own.
     """
 
     def __init__(self, policy: BaseAutoscaler, *, config: MonitorConfig | None = None, silent_after_s: float = 30.0,
-                 timer: Callable[[], float] | None = None) -> None:
+                 timer: Callable[[], float] | None = None, profiles: ProfileSet | None = None) -> None:
         self.policy = policy
         self.tracker = FleetTracker(policy.catalogue, config=config, silent_after_s=silent_after_s)
         self._timer = timer
+        self._profiles = profiles
+        self._announced = AnnouncedMeasurements()
 
     def begin(self, initial_fleet: Sequence[StartWorker], now_s: float) -> ScaleActions:
         """The machines to start before the first poll (already up at ``now_s`` in the simulator): the
@@ -63,6 +69,10 @@ class AutoscaleLoop:
         return actions
 
     def on_worker_event(self, event: object, now_s: float) -> None:
+        if (self._profiles is not None and isinstance(event, WorkerHeartbeat) and event.measured
+                and self._announced.heard(event.worker_id, event.device, event.measured, event.price_per_hour)):
+            self.policy.remeasured(self._announced.applied_to(self._profiles))
+            self.tracker.use(self.policy.catalogue)
         self.tracker.on_worker_event(event, now_s)
 
     def on_load_statistics(self, stats: LoadStatistics) -> None:

@@ -50,6 +50,11 @@ class FleetTracker:
         #: (variant, device) -> the applications it may serve, in catalogue order
         self._serves = catalogue.applications_by_option(self.monitor.config.latency_budget)
 
+    def use(self, catalogue: MachineCatalogue) -> None:
+        """Track by ``catalogue`` from now on (its options' latencies changed)."""
+        self.catalogue = catalogue
+        self._serves = catalogue.applications_by_option(self.monitor.config.latency_budget)
+
     # -- inputs ---------------------------------------------------------------------------------
     def on_load_statistics(self, stats: LoadStatistics) -> None:
         """Demand in rows/s: the arrival rate times the mean rows per query of the window."""

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from schemas import WorkerEvent, WorkerHeartbeat
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.kairos.planner import ConfigRanking, KairosPlanner
 from shared.kairos.sizing import SCALE_DOWN_HEADROOM, ArrivalRate, LoadFollowing, cheapest_holding
-from schemas import WorkerEvent, WorkerHeartbeat
 from shared.policy.base import FleetController, FleetPlan, LoadSnapshot, PlanStatus
 from shared.profiles.measured import AnnouncedMeasurements
 

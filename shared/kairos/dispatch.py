@@ -112,7 +112,8 @@ class KairosDispatch(DispatchPolicy):
 
     def on_profiles(self, profiles: ProfileSet) -> None:
         """A (device, variant) whose profile changed (a real worker measured it) is predicted afresh from it;
-        the others keep what they learned."""
+        the others keep what they learned (with a predictor given at construction, whose seeds this policy
+        does not know, every pair the profiles name starts afresh)."""
         for profile in at_quantile(profiles, self._latency_quantile).variants:
             key = (profile.device, profile.variant)
             if self._seeded.get(key) != profile.batch_latency_ms:

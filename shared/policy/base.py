@@ -140,7 +140,7 @@ class DispatchPolicy(ABC):
     def on_profiles(self, profiles: ProfileSet) -> None:
         """The catalogue's profiles changed: a real worker announced the latencies it measured on its
         machine (`SchedulerCore.measurements_heard`), or a model was registered. A policy that plans with
-        profiles plans with these from now on; what it learned from finished batches since it may keep."""
+        profiles plans with these from now on; it may keep what finished batches taught it of the rest."""
 
     def on_worker_event(self, event: "WorkerEvent", now_s: float) -> None:
         """Every worker event the core heard, after the core's own calls above; for policies that monitor

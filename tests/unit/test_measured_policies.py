@@ -16,11 +16,14 @@ import pytest
 
 from schemas import MeasuredLatency, Query, WorkerHeartbeat
 from services.replay.comparison import simulate_record
+from shared.autoscale.catalogue import Application, serving_catalogue
+from shared.autoscale.loop import AutoscaleLoop
 from shared.catalogue import Catalogue
 from shared.kairos.dispatch import KairosDispatch
 from shared.infaas.dispatch import InfaasDispatch
 from shared.kairos.predictor import LatencyPredictor
 from shared.policy.base import LoadSnapshot
+from shared.policy.registry import make_autoscaler
 from shared.profiles import DeviceType, ProfileSet, VariantProfile
 from shared.profiles.measured import with_measured
 from shared.proteus.control import fleet_planning
@@ -116,3 +119,19 @@ def test_a_predictor_is_reseeded_within_its_grid() -> None:
     predictor = LatencyPredictor([1, 2])
     predictor.reseed("cpu", "m", {1: 3.0, 2: 5.0, 64: 90.0})
     assert predictor.predict("cpu", "m", np.array([1, 2])).tolist() == [3.0, 5.0]
+
+
+def test_the_autoscaler_sizes_machines_by_what_their_real_workers_measured() -> None:
+    cpu = DeviceType(name="cpu-1t", kind="cpu", price_per_hour=0.04)
+    profiles = ProfileSet(source="t", devices=[cpu], variants=[
+        VariantProfile(variant="m", family="f", device="cpu-1t", batch_latency_ms={1: 10.0, 2: 18.0}, max_batch=2)])
+    loop = AutoscaleLoop(make_autoscaler("infaas", serving_catalogue(profiles, [Application("app", "f", 100.0)])),
+                         profiles=profiles)
+    option = loop.policy.catalogue.option["m", "cpu-1t"]
+    assert option.peak_qps(100.0, 0.5) == pytest.approx(2 / 0.018)
+    busy_host = MeasuredLatency(batch_latency_ms={1: 30.0, 2: 54.0})  # three times its profile
+    loop.on_worker_event(_heartbeat("w1", "cpu-1t", "m", busy_host).model_copy(update={"emulated": False}), 0.0)
+    remeasured = loop.policy.catalogue.option["m", "cpu-1t"]
+    assert remeasured.peak_qps(100.0, 0.5) == pytest.approx(1 / 0.030)  # batch 2 no longer fits half the SLO
+    assert loop.policy.model.catalogue is loop.policy.vm.catalogue is loop.tracker.catalogue is loop.policy.catalogue
+    assert remeasured.cost_per_hour == option.cost_per_hour and remeasured.needs == option.needs

@@ -306,7 +306,7 @@ def simulate_autoscaling(
                                                                 default=0.0))
     if not end_s > 0:
         raise ValueError("`duration_s` must be > 0 (or the workloads non-empty)")
-    loop = AutoscaleLoop(autoscaler, config=monitor, timer=time.perf_counter)
+    loop = AutoscaleLoop(autoscaler, config=monitor, timer=time.perf_counter, profiles=profiles)
     loop.begin(initial_fleet, 0.0)
     daemon = InstanceMonitor.in_memory(profiles, worker_timeout_s=3 * heartbeat_interval_s, start_s=0.0,
                                        config=monitor)
