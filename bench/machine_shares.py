@@ -34,6 +34,7 @@ from shared.adapters.client import MeridianClient
 from shared.adapters.kafka_io import make_consumer
 from shared.catalogue import Catalogue
 from shared.proteus.capacity import peak_throughput
+from shared.serving.wording import reason_kind
 from shared.settings import Settings
 from shared.sim.arrivals import poisson_arrivals
 from shared.sim.transport import fit_transport, hop_records
@@ -120,15 +121,19 @@ def live_point(client: MeridianClient, rows: np.ndarray, rate: float, slo_ms: fl
     client.wait_for([q.query_id for q in sent], timeout_s=60)
     answers = {q.query_id: client.results[q.query_id] for q in sent if q.query_id in client.results}
     served: Counter = Counter()
-    in_slo = 0
+    missed: Counter = Counter()
     for query in sent:
         result, held = answers.get(query.query_id, (None, None))
-        if result is None or result.status is not ResultStatus.OK:
-            continue
-        served[result.worker_id] += query.batch_size
-        in_slo += (held - query.sent_at) * 1000.0 <= query.slo_ms
+        if result is None:
+            missed["unanswered"] += 1
+        elif result.status is not ResultStatus.OK:
+            missed[f"{result.status.value}: {reason_kind(result.reason or '')}"] += 1
+        else:
+            served[result.worker_id] += query.batch_size
+            missed["ok, late"] += (held - query.sent_at) * 1000.0 > query.slo_ms
+    in_slo = len(sent) - sum(missed.values())
     return {"queries": len(sent), "answered": len(answers), "slo_attainment": round(in_slo / len(sent), 4),
-            "row_share": shares(served)}, sent, answers
+            "row_share": shares(served), "missed": dict(+missed)}, sent, answers
 
 
 def simulated_point(policy: str, settings: Settings, catalogue: Catalogue, beats: dict[str, WorkerHeartbeat],

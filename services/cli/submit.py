@@ -23,11 +23,11 @@ from schemas import Query, Result
 from services.cli.common import CommandError, require_broker, summary
 from services.observability.lag_exporter import collect
 from shared.adapters import topics
-from shared.adapters.client import MeridianClient, QueryTooLarge
+from shared.adapters.client import MeridianClient, QueryTooLarge, UnreadableTopic
 from shared.adapters.dead_letter import describe_validation_error
 from shared.adapters.kafka_io import make_admin
 from shared.catalogue import Catalogue
-from shared.serving.wording import reason_kind
+from shared.serving.wording import reason_clause, reason_kind
 from shared.settings import Settings
 from shared.tensors import encode, encode_images
 
@@ -70,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.inputs} holds no query")
     settings = Settings()
     require_broker(settings.kafka_bootstrap)
-    with MeridianClient(settings, applications=[args.application]) as client:
+    try:
+        client = MeridianClient(settings, applications=[args.application])
+    except UnreadableTopic:
+        raise CommandError(unknown_application(settings, args.application)) from None
+    with client:
         for query, binary in tqdm(queries, desc="sending", unit="query", disable=None, file=sys.stderr):
             try:
                 client.send(query, binary)
@@ -91,6 +95,23 @@ def run(args: argparse.Namespace) -> int:
     if not complete:
         raise CommandError(f"{len(queries) - len(results)} queries unanswered after {args.timeout:g} s", code=1)
     return 0 if all(r.status.value == "ok" for r in results) else 1
+
+
+def unknown_application(settings: Settings, application: str) -> str:
+    """Why ``application``'s answers cannot be read, in one line, with the applications whose can."""
+    try:
+        admin = make_admin(settings)
+        try:
+            names = admin.list_topics()
+        finally:
+            admin.close()
+    except KafkaError:
+        names = []
+    known = sorted(name.removeprefix(topics.RESULTS_PREFIX) for name in names
+                   if name.startswith(topics.RESULTS_PREFIX))
+    return (f"--application {application!r}: no such application here ({topics.results_topic(application)!r} "
+            f"does not exist, or this user may not read it); applications: {', '.join(known) or 'none yet'} "
+            "(`meridian register` adds one)")
 
 
 def scheduler_members(settings: Settings) -> int | None:
@@ -120,21 +141,33 @@ def write_results(results: list[Result], path: Path | None) -> None:
 
 
 def answered(results: list[Result]) -> str:
-    """How many were answered, of each status, and the commonest reasons of those not ok.
+    """How many were answered, of each status, and the commonest kinds of reason of those not ok: a kind
+    whose reasons all read the same is said as it reads (its shapes and sizes), another as its kind with
+    its first reason for an example.
 
     Examples
     --------
     >>> from schemas import ResultStatus
-    >>> print(answered([Result(query_id="a", status=ResultStatus.OK), Result(query_id="b",
-    ...     status=ResultStatus.DROPPED, reason="would miss its deadline by 3 ms: sent 98 ms ago")]))
-    2 answered: 1 ok, 1 dropped; not ok: 1 would miss its deadline by n ms
+    >>> late = [Result(query_id=f"q{k}", status=ResultStatus.DROPPED,
+    ...                reason=f"would miss its deadline by {k} ms: sent 98 ms ago") for k in (3, 5)]
+    >>> shape = "`inputs` are rows of shape [2, 8] of FP32, but the model takes rows of shape [1, 8, 8] of FP32"
+    >>> print(answered([Result(query_id="a", status=ResultStatus.OK), *late,
+    ...                 Result(query_id="b", status=ResultStatus.REJECTED, reason=shape)]))
+    4 answered: 2 dropped, 1 ok, 1 rejected; not ok: 2 would miss its deadline by n ms (e.g. would miss its \
+deadline by 3 ms); 1 `inputs` are rows of shape [2, 8] of FP32, but the model takes rows of shape [1, 8, 8] of FP32
     """
     statuses = Counter(r.status.value for r in results)
-    reasons = Counter(reason_kind(r.reason) for r in results if r.status.value != "ok" and r.reason)
+    kinds: dict[str, list[str]] = {}
+    for result in results:
+        if result.status.value != "ok" and result.reason:
+            kinds.setdefault(reason_kind(result.reason), []).append(reason_clause(result.reason))
     counts = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
     line = f"{len(results)} answered" + (f": {counts}" if counts else "")
-    if reasons:
-        line += "; not ok: " + "; ".join(f"{n} {kind}" for kind, n in reasons.most_common(3))
+    if kinds:
+        commonest = sorted(kinds.items(), key=lambda kind: -len(kind[1]))[:3]
+        line += "; not ok: " + "; ".join(
+            f"{len(clauses)} {clauses[0] if len(set(clauses)) == 1 else f'{kind} (e.g. {clauses[0]})'}"
+            for kind, clauses in commonest)
     return line
 
 

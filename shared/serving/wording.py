@@ -1,5 +1,5 @@
-"""The words of a reason: durations as a person would write them (`850 ms`, `12.3 s`, `365 days`), and a
-reason's kind, to count reasons by."""
+"""The words of a reason: durations as a person would write them (`850 ms`, `12.3 s`, `365 days`), a
+reason's first clause, and its kind, to count reasons by."""
 from __future__ import annotations
 
 import re
@@ -21,6 +21,17 @@ def duration(seconds: float) -> str:
     return f"{seconds / 86_400:.3g} days"
 
 
+def reason_clause(reason: str) -> str:
+    """A reason's first clause, its numbers as they are.
+
+    Examples
+    --------
+    >>> reason_clause("would miss its deadline by 2.76 ms: sent 288 ms ago with a 300 ms SLO")
+    'would miss its deadline by 2.76 ms'
+    """
+    return reason.split("; ")[0].split(": sent")[0]
+
+
 def reason_kind(reason: str) -> str:
     """What kind of reason it is: its first clause, numbers as ``n``.
 
@@ -29,4 +40,4 @@ def reason_kind(reason: str) -> str:
     >>> reason_kind("would miss its deadline by 2.76 ms: sent 288 ms ago with a 300 ms SLO")
     'would miss its deadline by n ms'
     """
-    return re.sub(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b", "n", reason.split("; ")[0].split(": sent")[0])
+    return re.sub(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b", "n", reason_clause(reason))

@@ -32,6 +32,16 @@ def test_submit_answers_every_row_of_an_npz(pipeline, stack_env, tmp_path, capsy
     assert "12 sent to 127.0.0.1:" in capsys.readouterr().err
 
 
+def test_submit_to_an_unknown_application_says_so_in_one_line_and_names_the_known_ones(
+        pipeline, stack_env, tmp_path, capsys) -> None:
+    x, _ = digits_rows()
+    np.savez(tmp_path / "q.npz", x=x[:1])
+    assert main(["submit", str(tmp_path / "q.npz"), "--application", "nosuch", "--slo-ms", "100"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("meridian submit: --application 'nosuch': no such application here"), err
+    assert len(err.strip().splitlines()) == 1 and "applications: " in err and "digits" in err
+
+
 def test_submit_jsonl_rows_print_to_stdout(pipeline, stack_env, tmp_path, capsys) -> None:
     x, _ = digits_rows()
     (tmp_path / "q.jsonl").write_text("".join(json.dumps({"inputs": x[k:k + 1].tolist()}) + "\n" for k in range(3)))

@@ -40,7 +40,8 @@ def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_e
         assert [a["worker_id"] for a in answers] == ["serve-w1"] * 5
         np.savez(tmp_path / "wrong-shape.npz", x=np.zeros((2, 3, 3), dtype=np.float32))
         assert main(["submit", str(tmp_path / "wrong-shape.npz"), "--application", "digits", "--slo-ms", "5000"]) == 1
-        assert "2 answered: 2 rejected; not ok: 2 " in capsys.readouterr().err
+        assert ("2 answered: 2 rejected; not ok: 2 `inputs` are rows of shape [3, 3] of FP32, but the model takes "
+                "rows of shape [1, 8, 8] of FP32") in capsys.readouterr().err  # the shapes, not [n, n]
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
         assert "stopped everything it started" in process.stdout.read()

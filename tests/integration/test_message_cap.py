@@ -54,7 +54,9 @@ def batching_profiles(directory: Path) -> Path:
 def launch(stack: LocalStack, tmp_path: Path) -> Iterator:
     """Starts a scheduler (with ``extra_env``) and a real Lite0 worker; returns the client's settings."""
     env = {"MERIDIAN_APPLICATIONS": json.dumps(APPLICATIONS),
-           "MERIDIAN_PROFILES_DIR": str(batching_profiles(tmp_path / "profiles"))}
+           "MERIDIAN_PROFILES_DIR": str(batching_profiles(tmp_path / "profiles")),
+           # the worker announces no measurement: the scheduler and its policy serve it by the profile above
+           "MERIDIAN_WORKER_SELF_MEASURE": "false"}
     with LocalLauncher(stack.env, tmp_path / "logs") as launcher:
         def start(extra_env: dict[str, str]) -> Settings:
             scheduler = launcher.start_scheduler(metrics_port=19411, extra_env={**env, **extra_env})
