@@ -386,8 +386,9 @@ class SchedulerCore:
     def measurements_heard(self, worker_id: str, device: str, measured: Mapping[str, MeasuredLatency],
                            price_per_hour: float) -> None:
         """A real worker's latencies, measured on its machine: its device's profiles become them, for
-        admission, drop deadlines and predicted ends alike, and for the policy's own plans (`on_profiles`). Where several workers of one device measured a
-        variant, each batch size takes the median of theirs (a worker's measurement stays after it left)."""
+        admission, drop deadlines and predicted ends alike, and for the policy's own plans (`on_profiles`).
+        Where several workers of one device measured a variant, each batch size takes the median of theirs
+        (a worker's measurement stays after it left)."""
         if self._announced.heard(worker_id, device, measured, price_per_hour):
             self.drift.forget(worker_id)
             self._use(self._configured.with_measured(self._announced.measured, self._announced.prices))

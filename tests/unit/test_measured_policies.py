@@ -5,7 +5,8 @@ core serves that device by them and tells its policy (`DispatchPolicy.on_profile
 hear the same heartbeats (`shared.profiles.measured.AnnouncedMeasurements`). Here in the simulator, which
 announces a `SimWorker`'s measurement as a live worker does and runs its batches at that speed: a machine
 no committed profile names, measured faster than the one-thread CPU beside it, is served by every policy,
-and given more of the work.
+and given more of the work; a machine measured too slow for a query is passed over; the planners (Kairos,
+Proteus) re-plan and INFaaS' autoscaler re-sizes by what was announced.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from services.replay.comparison import simulate_record
 from shared.autoscale.catalogue import Application, serving_catalogue
 from shared.autoscale.loop import AutoscaleLoop
 from shared.catalogue import Catalogue
-from shared.kairos.dispatch import KairosDispatch
 from shared.infaas.dispatch import InfaasDispatch
+from shared.kairos.dispatch import KairosDispatch
 from shared.kairos.predictor import LatencyPredictor
 from shared.policy.base import LoadSnapshot
 from shared.policy.registry import make_autoscaler
@@ -42,8 +43,9 @@ RATE_QPS = 200.0  # the slow worker holds ~104 q/s, the two ~360
 def _heartbeat(worker_id: str, device: str, variant: str, measured: MeasuredLatency | None) -> WorkerHeartbeat:
     """A heartbeat of a worker hosting ``variant`` and announcing it ``measured`` (emulated, as the
     simulator's: the queries here carry no inputs)."""
-    return WorkerHeartbeat(worker_id=worker_id, device=device, emulated=True, variants=[variant],
-                           max_batch=8, inflight=0, busy_fraction=0.0, measured={variant: measured} if measured else {}, price_per_hour=0.4, at=0.0)
+    return WorkerHeartbeat(worker_id=worker_id, device=device, emulated=True, variants=[variant], max_batch=8,
+                           inflight=0, busy_fraction=0.0, measured={variant: measured} if measured else {},
+                           price_per_hour=0.4, at=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +113,8 @@ def test_a_policy_sends_a_query_past_the_machine_that_measured_itself_too_slow_f
     too_slow = MeasuredLatency(batch_latency_ms={1: 400.0, 2: 700.0})  # its host is busy: 40x its profile
     core.on_worker_event(_heartbeat("a-first-in-every-tie", "cpu-a", "m", too_slow))
     core.on_worker_event(_heartbeat("b", "cpu-b", "m", None))
-    assert core.admit(Query(query_id="q", application="app", model="m", slo_ms=100.0, batch_size=1, sent_at=1.0)) is None
+    query = Query(query_id="q", application="app", model="m", slo_ms=100.0, batch_size=1, sent_at=1.0)
+    assert core.admit(query) is None
     assert [d.worker_id for d in core.step().dispatches] == ["b"]
 
 
