@@ -41,6 +41,7 @@ from shared.catalogue import Catalogue
 from shared.infaas.monitor import MonitorConfig
 from shared.plans import to_message
 from shared.policy.registry import make_autoscaler
+from shared.profiles.format import ProfileSet
 from shared.settings import Settings
 
 SERVICE = "autoscaler"
@@ -48,16 +49,16 @@ SERVICE = "autoscaler"
 logger = logging.getLogger(__name__)
 
 
-def autoscale_catalogue(settings: Settings) -> MachineCatalogue:
-    """The simulator's catalogue (`serving_catalogue`) of the profiled devices, serving with its SLO every
-    application of the fleet's policy: one given a policy of its own (``MERIDIAN_APPLICATION_POLICIES``) has
-    workers of its own."""
-    serving = Catalogue.from_settings(settings)
-    default_slo = serving.profiles.slo_ms
+def autoscale_catalogue(settings: Settings, profiles: ProfileSet | None = None) -> MachineCatalogue:
+    """The simulator's catalogue (`serving_catalogue`) of the profiled devices (``profiles``, by default the
+    settings' own), serving with its SLO every application of the fleet's policy: one given a policy of its
+    own (``MERIDIAN_APPLICATION_POLICIES``) has workers of its own."""
+    profiles = profiles if profiles is not None else Catalogue.from_settings(settings).profiles
+    default_slo = profiles.slo_ms
     applications = [Application(app, family, settings.application_slo_ms.get(app, default_slo.get(family, 1000.0)))
                     for app, families in settings.applications.items() for family in families[:1]
                     if settings.application_policies.get(app, settings.scheduler_policy) == settings.scheduler_policy]
-    return serving_catalogue(serving.profiles, applications, startup_s=settings.autoscaler_worker_startup_s)
+    return serving_catalogue(profiles, applications, startup_s=settings.autoscaler_worker_startup_s)
 
 
 def initial_fleet(settings: Settings, catalogue: MachineCatalogue) -> tuple[StartWorker, ...]:
@@ -137,10 +138,11 @@ def main() -> None:
     if settings.autoscaler_policy != "infaas":
         raise SystemExit(f"autoscaler: {settings.autoscaler_policy!r} runs in the simulator only (its fleet is "
                          "pinned or static there); the service runs 'infaas'")
-    policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings),
+    profiles = Catalogue.from_settings(settings).profiles
+    policy = make_autoscaler(settings.autoscaler_policy, autoscale_catalogue(settings, profiles),
                              model=GreedyConfig.from_settings(settings))
     loop = AutoscaleLoop(policy, config=MonitorConfig.from_settings(settings), timer=time.perf_counter,
-                         profiles=Catalogue.from_settings(settings).profiles)
+                         profiles=profiles)
     load_stats = make_consumer(settings, topics.LOAD_STATS, group_id="meridian.autoscaler",
                                auto_offset_reset="latest")
     load_stats.partitions_for_topic(topics.LOAD_STATS)

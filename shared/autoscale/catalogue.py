@@ -226,8 +226,7 @@ class MachineCatalogue:
             if latencies is None or latencies == option.record.batch_latency_ms:
                 options.append(option)
                 continue
-            record = replace(option.record, batch_latency_ms=latencies,
-                                         load_latency_ms=profile.load_latency_ms)
+            record = replace(option.record, batch_latency_ms=latencies, load_latency_ms=profile.load_latency_ms)
             options.append(replace(option, record=record))
         return MachineCatalogue(self.worker_types, tuple(options), self.applications, self.source)
 

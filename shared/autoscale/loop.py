@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from schemas import LoadStatistics, WorkerHeartbeat
+from schemas import LoadStatistics
 from shared.autoscale.autoscaler import BaseAutoscaler
 from shared.autoscale.cost import to_fleet_plan
 from shared.autoscale.state import AutoscaleState, ScaleActions, StartWorker
@@ -69,8 +69,7 @@ class AutoscaleLoop:
         return actions
 
     def on_worker_event(self, event: object, now_s: float) -> None:
-        if (self._profiles is not None and isinstance(event, WorkerHeartbeat) and event.measured
-                and self._announced.heard(event.worker_id, event.device, event.measured, event.price_per_hour)):
+        if self._profiles is not None and self._announced.heard_in(event):
             self.policy.remeasured(self._announced.applied_to(self._profiles))
             self.tracker.use(self.policy.catalogue)
         self.tracker.on_worker_event(event, now_s)

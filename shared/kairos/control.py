@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schemas import WorkerEvent, WorkerHeartbeat
+from schemas import WorkerEvent
 from shared.kairos.monitor import BatchSizeMonitor
 from shared.kairos.planner import ConfigRanking, KairosPlanner
 from shared.kairos.sizing import SCALE_DOWN_HEADROOM, ArrivalRate, LoadFollowing, cheapest_holding
@@ -62,8 +62,7 @@ class KairosPlanningLoop(FleetController):
 
     def on_worker_event(self, event: WorkerEvent) -> None:
         """A real worker's measurements replace its device's profile; a plan made before is made again."""
-        if isinstance(event, WorkerHeartbeat) and event.measured and self.announced.heard(
-                event.worker_id, event.device, event.measured, event.price_per_hour):
+        if self.announced.heard_in(event):
             self.planner.update_profiles(self.announced.applied_to(self.planner.configured))
             self.remeasured |= self.planned
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from schemas import MeasuredLatency
+from schemas import MeasuredLatency, WorkerHeartbeat
 from shared.profiles.format import DeviceType, ProfileSet, VariantProfile
 
 
@@ -39,6 +39,12 @@ class AnnouncedMeasurements:
         if changed:
             self.prices[device] = price_per_hour
         return bool(changed)
+
+    def heard_in(self, event: object) -> bool:
+        """`heard` for a worker event: a heartbeat's announcement, when it carries one; True when it changed
+        what is known."""
+        return (isinstance(event, WorkerHeartbeat) and bool(event.measured)
+                and self.heard(event.worker_id, event.device, event.measured, event.price_per_hour))
 
     def applied_to(self, profiles: ProfileSet) -> ProfileSet:
         """``profiles`` with what was announced (`with_measured`)."""

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from schemas import BatchFinished, WorkerEvent, WorkerHeartbeat
+from schemas import BatchFinished, WorkerEvent
 from shared.policy.base import FleetController, FleetPlan, LoadSnapshot, Planner
 from shared.profiles.learned import LearnedProfiles
 from shared.profiles.measured import AnnouncedMeasurements
@@ -52,8 +52,7 @@ class PlanningController(FleetController):
             return
         if isinstance(event, BatchFinished):
             self.learned.observe_event(event)
-        elif isinstance(event, WorkerHeartbeat) and event.measured and self.announced.heard(
-                event.worker_id, event.device, event.measured, event.price_per_hour):
+        elif self.announced.heard_in(event):
             self.learned.rebase(self.announced.applied_to(self.learned.configured))
             self._remeasured = True
 

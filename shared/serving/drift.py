@@ -7,10 +7,9 @@ change of hardware. `ProfileDrift` keeps, per (worker, variant), a moving averag
 compute over the latency the core predicted for it (batches predicted at `MIN_PREDICTED_MS` or more), and
 says when that ratio leaves [1 / `DRIFT_RATIO`, `DRIFT_RATIO`] (the INFaaS monitor's interference threshold,
 spec §12.7) and when it comes back, so that the scheduler flags the profile (a warning and
-`meridian_scheduler_profile_drift`).
-Emulated workers replay their profile and are not watched. The worker is not re-measured while it serves:
-measuring would take its cores from the queries it holds; a restart with an emptied measurement cache
-(``<MERIDIAN_VAR_DIR>/measured``) measures it again.
+`meridian_scheduler_profile_drift`). Emulated workers replay their profile and are not watched. The worker
+is not re-measured while it serves: measuring would take its cores from the queries it holds; a restart
+with an emptied measurement cache (``<MERIDIAN_VAR_DIR>/measured``) measures it again.
 """
 from __future__ import annotations
 

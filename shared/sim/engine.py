@@ -51,6 +51,7 @@ from schemas import BatchFinished, BatchRefused, VariantLoaded, VariantUnloaded,
 from shared.fleet import reconcile
 from shared.policy.base import DispatchPolicy, FleetCommands, FleetController, FleetPlan, Placement
 from shared.profiles.format import ProfileSet
+from shared.profiles.measured import with_measured
 from shared.serving.core import CoreConfig, Dispatch, SchedulerCore, Step
 from shared.serving.service_time import ProfileServiceTime, ServiceTime
 from shared.sim.arrivals import Workload
@@ -292,8 +293,8 @@ class Simulation:
         self.service = service or ProfileServiceTime(profiles)
         #: worker id -> the service times of a worker that measured its machine (`SimWorker.measured`)
         self.measured_service = {
-            w.worker_id: ProfileServiceTime(Catalogue(profiles, {}).with_measured(
-                {(variant, w.device): latency for variant, latency in w.measured.items()}, {}).profiles)
+            w.worker_id: ProfileServiceTime(with_measured(
+                profiles, {(variant, w.device): latency for variant, latency in w.measured.items()}, {}))
             for w in workers if w.measured}
         self.prices = {d.name: d.price_per_hour for d in profiles.devices}
         self.controller = controller
