@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,6 +65,17 @@ def metrics_text(port: int) -> str:
             return response.read().decode()
     except OSError:
         return ""
+
+
+def _status(url: str) -> int | None:
+    """The HTTP status ``url`` answers (None: nothing answers there)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
 
 
 def read_metric(port: int, name: str) -> float | None:
@@ -132,6 +144,15 @@ class LocalLauncher:
     def start_fleet(self, *, metrics_port: int, extra_env: dict[str, str] | None = None) -> ManagedProcess:
         env = {"MERIDIAN_FLEET_METRICS_PORT": str(metrics_port), **(extra_env or {})}
         return self.start_service("fleet", "services.fleet", metrics_port=metrics_port, extra_env=env)
+
+    def start_gateway(self, *, port: int, name: str = "gateway", extra_env: dict[str, str] | None = None,
+                      timeout_s: float = 60.0) -> ManagedProcess:
+        """An Open Inference Protocol gateway on ``port`` (its ``/metrics`` too), once it is ready."""
+        gateway = self.start_service(name, "services.gateway", "--port", str(port), metrics_port=port,
+                                     extra_env=extra_env)
+        wait_until(lambda: _status(f"http://127.0.0.1:{port}/v2/health/ready") == 200, timeout_s,
+                   f"{name} to be ready", [gateway])
+        return gateway
 
     def start_service(self, name: str, module: str, *args: str, metrics_port: int,
                       extra_env: dict[str, str] | None = None) -> ManagedProcess:

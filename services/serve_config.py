@@ -56,6 +56,8 @@ class ServeConfig(BaseModel):
     #: start the registry, so `meridian register` works and each registered application is served by the
     #: ``infaas`` policy (INFaaS' model-less path), its variants loaded on demand by a real worker
     registry: bool = False
+    #: the port of an Open Inference Protocol gateway (``services.gateway``: HTTP callers in), or none
+    gateway: int | None = Field(default=None, ge=1, le=65535)
     #: any other `shared.settings.Settings` field, by its name (e.g. ``replan_period_s: 10``)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -147,8 +149,8 @@ def settings_env(fields: dict[str, object]) -> dict[str, str]:
 def start_services(launcher: LocalLauncher, config: ServeConfig, *, metrics_port: int, planner: bool | None = None,
                    extra_env: dict[str, str] | None = None) -> ManagedProcess:
     """The scheduler, the configured workers, the planner (``planner`` None: if the config names one; the
-    environment says which) and the registry if asked for, on metrics ports from ``metrics_port`` up; returns
-    the scheduler once every worker has joined."""
+    environment says which) and the registry if asked for, on metrics ports from ``metrics_port`` up, and
+    once every worker has joined the gateway if asked for; returns the scheduler."""
     scheduler = launcher.start_scheduler(metrics_port=metrics_port, extra_env=extra_env)
     for index, worker in enumerate(config.workers):
         launcher.start_worker(worker.id, variants=worker.variants, emulate=worker.emulate, max_batch=worker.max_batch,
@@ -160,4 +162,6 @@ def start_services(launcher: LocalLauncher, config: ServeConfig, *, metrics_port
     if config.registry:
         launcher.start_registry(metrics_port=metrics_port + 2 + len(config.workers), extra_env=extra_env)
     launcher.wait_for_workers(scheduler, len(config.workers), timeout_s=120)
+    if config.gateway is not None:
+        launcher.start_gateway(port=config.gateway, extra_env=extra_env)
     return scheduler

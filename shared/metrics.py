@@ -79,6 +79,13 @@ ANSWER_COST = Counter("meridian_answer_cost_dollars_total", "The answers' shares
 FLEET_WORKERS = Gauge("meridian_fleet_workers", "Workers the fleet service runs, by device.", ["device", "emulated"])
 
 
+GATEWAY_REQUESTS = Counter("meridian_gateway_requests_total", "Inference requests the gateway answered, by HTTP "
+                           "status.", ["application", "code"])
+GATEWAY_LATENCY = Histogram("meridian_gateway_request_seconds", "From a request's arrival to its answer, by "
+                            "application.", ["application"], buckets=LATENCY_BUCKETS)
+GATEWAY_INFLIGHT = Gauge("meridian_gateway_inflight", "Requests waiting for their answers.")
+
+
 def serve_metrics(port: int, host: str) -> None:
     """Expose this process's metrics on ``host:port`` (127.0.0.1 by default)."""
     start_http_server(port, addr=host)

@@ -185,6 +185,22 @@ class Settings(BaseSettings):
     registry_metrics_port: int = 9112
     lag_exporter_metrics_port: int = 9113
     autoscaler_metrics_port: int = 9114
+    #: the gateway's Open Inference Protocol REST port (``services.gateway``); it serves ``/metrics`` too
+    gateway_port: int = 8000
+    #: requests one gateway holds waiting for their answers; one more is answered 503 with Retry-After
+    gateway_max_inflight: int = Field(default=1024, ge=1)
+    #: the largest request body a gateway reads (413 beyond it, before it is read): a query's 4 MiB payload
+    #: limit written as JSON ``data`` takes several times that
+    gateway_max_request_bytes: int = Field(default=32 * 2**20, ge=1024)
+    #: how long past a query's drop time (``drop_after_slo_multiple`` SLOs) a gateway waits for its answer
+    #: before it answers 504 itself (the scheduler down, or the answer lost)
+    gateway_answer_grace_s: float = Field(default=5.0, gt=0.0)
+    #: SHA-256 (hex) of each bearer token a gateway accepts -> the applications it may query (``"*"``: all),
+    #: JSON; none: callers need no token (`services.gateway.access`)
+    gateway_tokens: dict[str, list[str]] = Field(default_factory=dict)
+    #: requests a second each caller may send a gateway (a token bucket of ``gateway_burst``); None: no limit
+    gateway_rate_per_s: float | None = Field(default=None, gt=0.0)
+    gateway_burst: int = Field(default=20, ge=1)
     #: the local stack's Prometheus (``make stack-up``, ``meridian stack up``, ``meridian status``)
     prometheus_port: int = 9090
     #: workers the autoscaler starts get metrics ports from here upwards

@@ -36,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
         start_services(launcher, config, metrics_port=settings.scheduler_metrics_port, extra_env=env)
         processes = list(launcher.processes.values())
         print(f"serving {', '.join(config.applications)} on {len(config.workers)} workers; Kafka "
-              f"{settings.kafka_bootstrap}, Prometheus http://127.0.0.1:{stack.prometheus_port}; logs in "
-              f"{launcher.log_dir}; Ctrl-C stops", flush=True)
+              f"{settings.kafka_bootstrap}, Prometheus http://127.0.0.1:{stack.prometheus_port}"
+              + (f", Open Inference Protocol http://127.0.0.1:{config.gateway}/v2" if config.gateway else "")
+              + f"; logs in {launcher.log_dir}; Ctrl-C stops", flush=True)
         while not stopping.wait(1.0):
             dead = [p for p in processes if not p.alive()]
             if dead and not stopping.is_set():  # Ctrl-C on a terminal reaches the services too

@@ -14,6 +14,8 @@ and stopped by INFaaS' autoscaler, and the bill against a fleet sized for the pe
 And a third (`services.demo.photos`): real photographs, each a JPEG in its query, classified for real by
 EfficientNet-Lite0, Lite1 or Lite2 on one onnxruntime worker, as each query's accuracy goal asks; every answer
 checked against the same variant run in this process and against what a person would call the photograph.
+Then a dozen more through the front door (`services.demo.front_door`): posted over HTTP to the gateway on the
+Open Inference Protocol, checked the same way.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from schemas import Query, Result
-from services.demo import bill, fcfs, photos
+from services.demo import bill, fcfs, front_door, photos
 from services.demo.report import Phase, format_rows, format_unanswered, most_accurate, phase_table, phases, plot
 from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SERVED, Sender, schedule, send_and_wait,
                                     top_capacity_qps, vision_rates)
@@ -109,9 +111,11 @@ def third_act(stack: LocalStack, demo_settings: Settings) -> None:
           + ", ".join("none" if g is None else f"{g:.0%}" for g in photos.ACCURACY_GOALS)
           + f"; served by INFaaS on {photos.WORKER} (cpu-1t, real onnxruntime, EfficientNet-Lite0/1/2)", flush=True)
     with photos.running(stack.env, settings.var_dir / "logs" / "photos", settings,
-                        metrics_port=settings.scheduler_metrics_port) as client:
+                        metrics_port=settings.scheduler_metrics_port, gateway_port=settings.gateway_port) as client:
         answers = photos.classify(client, settings, rate=photos.RATE_QPS, duration_s=photos.DURATION_S)
-    print("\n" + photos.format_answers(answers), flush=True)
+        print("\n" + photos.format_answers(answers), flush=True)
+        print(front_door.summary(settings.gateway_port, *front_door.through_gateway(settings.gateway_port, settings)),
+              flush=True)
 
 
 def serve(stack: LocalStack, settings: Settings, plan: list[tuple[float, str]], *, screenshots: bool

@@ -71,24 +71,27 @@ def fields(settings: Settings) -> Settings:
 
 
 @contextmanager
-def started(stack_env: dict[str, str], log_dir: Path, *, metrics_port: int, policy: str = FIELDS["scheduler_policy"]
-            ) -> Iterator[ManagedProcess]:
+def started(stack_env: dict[str, str], log_dir: Path, *, metrics_port: int, policy: str = FIELDS["scheduler_policy"],
+            gateway_port: int | None = None) -> Iterator[ManagedProcess]:
     """A scheduler (INFaaS unless ``policy`` says otherwise: one that needs no planner or offline policy
-    set) and the real worker holding Lite0, Lite1 and Lite2, heard from: the worker."""
+    set) and the real worker holding Lite0, Lite1 and Lite2, heard from, and an Open Inference Protocol
+    gateway on ``gateway_port`` if one is given: the worker."""
     env = {**stack_env, **settings_env({**FIELDS, "scheduler_policy": policy})}
     with LocalLauncher(env, log_dir) as launcher:
         scheduler = launcher.start_scheduler(metrics_port=metrics_port)
         worker = launcher.start_worker(WORKER, variants=[v.name for v in efficientnet.VARIANTS],
                                        metrics_port=metrics_port + 1)
         launcher.wait_for_workers(scheduler, 1, timeout_s=120)
+        if gateway_port is not None:
+            launcher.start_gateway(port=gateway_port)
         yield worker
 
 
 @contextmanager
 def running(stack_env: dict[str, str], log_dir: Path, settings: Settings, *, metrics_port: int,
-            policy: str = FIELDS["scheduler_policy"]) -> Iterator[MeridianClient]:
+            policy: str = FIELDS["scheduler_policy"], gateway_port: int | None = None) -> Iterator[MeridianClient]:
     """`started`, and a client of ``photos``."""
-    with started(stack_env, log_dir, metrics_port=metrics_port, policy=policy), \
+    with started(stack_env, log_dir, metrics_port=metrics_port, policy=policy, gateway_port=gateway_port), \
             MeridianClient(fields(settings), applications=[APPLICATION]) as client:
         yield client
 

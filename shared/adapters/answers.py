@@ -14,17 +14,25 @@ ResultAt = tuple[Result, float]
 
 class Answers:
     """The first answer per query id (``results``), the results kept apart (``refusals``), and the repeats
-    suppressed (``duplicates``). Not thread-safe: the client holds its lock around every call."""
+    suppressed (``duplicates``). Not thread-safe: the client holds its lock around every call.
 
-    def __init__(self) -> None:
+    ``own_only``: keep nothing for queries this client did not send (a long-running reader of a results
+    topic that others' answers share, like the gateway, which also lets go of each query it answered: `forget`).
+    """
+
+    def __init__(self, *, own_only: bool = False) -> None:
+        self.own_only = own_only
+        #: results for no query of this client's, not kept (``own_only``)
+        self.ignored = 0
         self.results: dict[str, ResultAt] = {}
         #: query id -> results for it not taken as its answer: refusals of messages that claimed it, and
         #: answers to messages other than this client's
         self.refusals: dict[str, list[Result]] = {}
         self.duplicates = 0
-        #: the ids this client sent, and where each of its messages landed (position -> id)
+        #: the ids this client sent, and where each of its messages landed (position -> id, and back)
         self._sent: set[str] = set()
         self._mine: dict[str, str] = {}
+        self._position_of: dict[str, str] = {}
         #: sent and not yet reported delivered: their results wait in ``_early`` for the report
         self._early: dict[str, list[ResultAt]] = {}
 
@@ -41,8 +49,9 @@ class Answers:
     def delivered(self, query_id: str, position: str | None) -> list[ResultAt]:
         """Its delivery report (``position`` None: never delivered, so no result is its answer); returns the
         results that waited for it, to `keep` now."""
-        if position is not None:
+        if position is not None and query_id in self._sent:
             self._mine[position] = query_id
+            self._position_of[query_id] = position
         return self._early.pop(query_id, [])
 
     def keep(self, result: Result, received: float) -> Result | None:
@@ -53,7 +62,14 @@ class Answers:
             return None
         if owner is None and (result.query_id in self._sent or result.claimed_query_id is not None
                               or "/" in result.query_id):
-            self.refusals.setdefault(result.claimed_query_id or result.query_id, []).append(result)
+            claimed = result.claimed_query_id or result.query_id
+            if self.own_only and claimed not in self._sent:
+                self.ignored += 1
+            else:
+                self.refusals.setdefault(claimed, []).append(result)
+            return None
+        if owner is None and self.own_only:
+            self.ignored += 1
             return None
         if owner is None:  # a query not sent by this client (another client's, or sent raw): as it says
             owner = result.query_id
@@ -64,3 +80,14 @@ class Answers:
             return None
         self.results[owner] = (result, received)
         return result
+
+    def forget(self, query_id: str) -> None:
+        """Keep nothing more of ``query_id``: its answer, its message's position, what was kept apart for it.
+        A result for it from now on is another's (with ``own_only``, ignored)."""
+        self.results.pop(query_id, None)
+        self.refusals.pop(query_id, None)
+        self._sent.discard(query_id)
+        self._early.pop(query_id, None)
+        position = self._position_of.pop(query_id, None)
+        if position is not None:
+            del self._mine[position]

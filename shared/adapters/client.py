@@ -45,10 +45,13 @@ class MeridianClient:
 
     ``applications``: whose answers to read (default: every configured application). A results topic
     that stays invisible for ``topic_timeout_s`` (not created, or not readable by this user) is an error.
+    ``own_only``: keep no result of a query this client did not send (`Answers`); a long-running client
+    calls `forget` for each query it is done with, so it holds only those in flight.
     """
 
     def __init__(self, settings: Settings, *, applications: Sequence[str] | None = None,
-                 on_result: Callable[[Result, float], None] | None = None, topic_timeout_s: float = 10.0) -> None:
+                 on_result: Callable[[Result, float], None] | None = None, topic_timeout_s: float = 10.0,
+                 own_only: bool = False) -> None:
         self._on_result = on_result
         self._max_payload_bytes = settings.max_batch_payload_bytes
         self._producer = RdProducer(settings)
@@ -64,7 +67,7 @@ class MeridianClient:
         except (KafkaException, UnreadableTopic):
             self._close_transport()
             raise
-        self._answers = Answers()
+        self._answers = Answers(own_only=own_only)
         self.malformed = 0
         #: results whose query's delivery report came in since, for the receiving thread to file
         self._released: list[ResultAt] = []
@@ -132,6 +135,12 @@ class MeridianClient:
     @property
     def duplicates(self) -> int:
         return self._answers.duplicates
+
+    def forget(self, query_id: str) -> None:
+        """Keep nothing more of ``query_id`` (answered, or given up on): a later result for it is ignored
+        by an ``own_only`` client."""
+        with self._lock:
+            self._answers.forget(query_id)
 
     def send_raw(self, value: bytes, key: bytes | None = None) -> None:
         self._producer.send(topics.QUERIES, key=key, value=value)

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ policy: fcfs
 workers:
   - id: serve-w1
     variants: [digits-mlp-s, digits-cnn-xs]
+gateway: 19425
 settings: {scheduler_metrics_port: 19421, fleet_metrics_port_base: 19422}
 """
 
@@ -32,12 +34,18 @@ def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_e
     process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--config", str(tmp_path / "serve.yaml")],
                                env=stack.env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        read_until(process, "Ctrl-C stops", 150)
+        assert "Open Inference Protocol http://127.0.0.1:19425/v2" in read_until(process, "Ctrl-C stops", 150)
         x, _ = digits_rows()
         np.savez(tmp_path / "q.npz", x=x[:5])
         assert main(["submit", str(tmp_path / "q.npz"), "--application", "digits", "--slo-ms", "5000"]) == 0
         answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [a["worker_id"] for a in answers] == ["serve-w1"] * 5
+        header = json.dumps({"inputs": [{"name": "input", "shape": [1, 1, 8, 8], "datatype": "FP32",
+                                         "data": x[0].reshape(-1).tolist()}]}).encode()
+        with urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:19425/v2/models/digits/infer",
+                                                           data=header, method="POST"), timeout=30) as response:
+            answer = json.loads(response.read())  # the same rows over HTTP, through the gateway it started
+        assert answer["parameters"]["worker"] == "serve-w1" and len(answer["outputs"][0]["data"]) == 1
         np.savez(tmp_path / "wrong-shape.npz", x=np.zeros((2, 3, 3), dtype=np.float32))
         assert main(["submit", str(tmp_path / "wrong-shape.npz"), "--application", "digits", "--slo-ms", "5000"]) == 1
         assert ("2 answered: 2 rejected; not ok: 2 `inputs` are rows of shape [3, 3] of FP32, but the model takes "

@@ -87,3 +87,25 @@ def test_a_query_never_delivered_has_no_answer_whatever_claims_its_id() -> None:
     assert answers.keep(ok("q", THEIRS), 1.0) is None
     [(held, _)] = answers.delivered("q", None)
     assert answers.keep(held, 1.0) is None and "q" not in answers.results and len(answers.refusals["q"]) == 1
+
+
+def test_an_own_only_reader_keeps_nothing_of_others_queries_nor_of_a_query_it_forgot() -> None:
+    answers = Answers(own_only=True)
+    assert answers.keep(ok("someone-elses", THEIRS), 1.0) is None
+    assert answers.keep(refused_under_position(THEIRS, "another", "a duplicate id"), 1.0) is None
+    answers.sending("q")
+    answers.delivered("q", MINE)
+    assert answers.keep(ok("q", MINE), 2.0) is not None
+    answers.forget("q")
+    assert answers.keep(ok("q", MINE), 3.0) is None  # a late repeat of the answer it was done with
+    assert answers.ignored == 3
+    assert not answers.results and not answers.refusals and not answers._mine and not answers._sent
+
+
+def test_a_delivery_report_of_a_forgotten_query_leaves_nothing_behind() -> None:
+    answers = Answers(own_only=True)
+    answers.sending("q")
+    answers.forget("q")  # its caller went away before the broker acknowledged its message
+    assert answers.delivered("q", MINE) == []
+    assert answers.keep(ok("q", MINE), 1.0) is None
+    assert not answers._mine and not answers._position_of and not answers._early

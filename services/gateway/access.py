@@ -1,0 +1,100 @@
+"""Who may call the gateway, for which applications, and how often: bearer tokens and per-caller rates.
+
+A caller sends ``Authorization: Bearer <token>``. The gateway keeps no token, only its SHA-256 (hex) and
+the applications it may query (``MERIDIAN_GATEWAY_TOKENS``: ``{"<sha256>": ["digits"], ...}``, ``"*"`` for
+every one), so a leaked configuration lets no one in. Each caller (its token, or its address when no
+token is configured) has a token bucket of ``rate_per_s`` requests a second up to ``burst`` at once.
+Checked before a request's body is read: a refused request never reaches Kafka.
+
+Examples
+--------
+>>> digest = hashlib.sha256(b"s3cret").hexdigest()
+>>> access = Access({digest: ["digits"]}, rate_per_s=1.0, burst=1, clock=lambda: 0.0)
+>>> access.check("Bearer s3cret", "digits", "10.0.0.1").status, access.check("Bearer s3cret", "digits", "x").status
+(None, <HTTPStatus.TOO_MANY_REQUESTS: 429>)
+>>> access.check("Bearer s3cret", "photos", "x").status, access.check(None, "digits", "x").status
+(<HTTPStatus.FORBIDDEN: 403>, <HTTPStatus.UNAUTHORIZED: 401>)
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+
+EVERY_APPLICATION = "*"
+#: callers whose buckets are kept at most; the longest-idle are let go of beyond it
+MAX_CALLERS = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """``status`` None: let in; else the refusal's status, reason and headers."""
+
+    status: HTTPStatus | None = None
+    reason: str = ""
+    headers: Mapping[str, str] | None = None
+
+
+ADMITTED = Verdict()
+
+
+class Access:
+    """``tokens``: SHA-256 hex digest -> the applications its bearer may query (empty: no token needed);
+    ``rate_per_s`` None: no rate limit."""
+
+    def __init__(self, tokens: Mapping[str, Sequence[str]], *, rate_per_s: float | None = None, burst: int = 1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._tokens = {digest.lower(): frozenset(apps) for digest, apps in tokens.items()}
+        self._rate, self._burst, self._clock = rate_per_s, max(1, burst), clock
+        #: caller -> (tokens left, when last counted)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    @property
+    def open(self) -> bool:
+        """No token is configured: anyone may call."""
+        return not self._tokens
+
+    def check(self, authorization: str | None, application: str | None, address: str) -> Verdict:
+        """May this request (its ``Authorization`` header, for ``application``; None: no application's
+        data, e.g. its metadata list) from ``address`` go on?"""
+        caller = address
+        if not self.open:
+            digest = _bearer_digest(authorization)
+            if digest is None:
+                return Verdict(HTTPStatus.UNAUTHORIZED, "send `Authorization: Bearer <token>`",
+                               {"WWW-Authenticate": 'Bearer realm="meridian"'})
+            allowed = next((apps for known, apps in self._tokens.items() if hmac.compare_digest(known, digest)), None)
+            if allowed is None:
+                return Verdict(HTTPStatus.UNAUTHORIZED, "unknown token", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+            if application is not None and application not in allowed and EVERY_APPLICATION not in allowed:
+                return Verdict(HTTPStatus.FORBIDDEN, f"this token may not query application {application!r}")
+            caller = digest
+        return self._take(caller)
+
+    def _take(self, caller: str) -> Verdict:
+        if self._rate is None:
+            return ADMITTED
+        now = self._clock()
+        left, then = self._buckets.pop(caller, (float(self._burst), now))
+        left = min(float(self._burst), left + (now - then) * self._rate)
+        if len(self._buckets) >= MAX_CALLERS:
+            del self._buckets[next(iter(self._buckets))]  # the longest-idle caller: a full bucket again
+        if left < 1.0:
+            self._buckets[caller] = (left, now)
+            retry_s = math.ceil((1.0 - left) / self._rate)
+            return Verdict(HTTPStatus.TOO_MANY_REQUESTS, f"more than {self._rate:g} requests a second from this "
+                                                         f"caller", {"Retry-After": str(retry_s)})
+        self._buckets[caller] = (left - 1.0, now)
+        return ADMITTED
+
+
+def _bearer_digest(authorization: str | None) -> str | None:
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return hashlib.sha256(token.encode()).hexdigest()

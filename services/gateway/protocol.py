@@ -1,0 +1,224 @@
+"""The Open Inference Protocol's REST messages (KServe v2) <-> Meridian's queries and results, without I/O.
+
+An inference request (``POST /v2/models/{application}/infer``) is JSON, optionally followed by its input
+tensors' bytes (the binary tensor extension: the ``Inference-Header-Content-Length`` header says where the
+JSON ends, and each binary input declares ``parameters.binary_data_size``). It becomes one `Query` of the
+application and the binary section as sent, never decoded here: the worker reads it, as it reads a
+client's. Meridian's goals ride in the request's ``parameters`` (`GOALS`).
+
+A `Result` becomes the response: ``200`` with the ``predictions`` output (top-1 class per row) for an
+answer, else an OIP error body ``{"error": reason}`` with a status a caller can act on (`status_of`).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from schemas import NUMPY_DATATYPES, InferTensor, Query, Result, ResultStatus, TensorParameters
+from shared.adapters.dead_letter import describe_validation_error
+from shared.catalogue import Catalogue
+
+#: the request parameters Meridian reads, and what each means
+GOALS = {
+    "slo_ms": "the latency goal in milliseconds (default: the application's SLO)",
+    "timeout": "Triton's name for the same goal, in microseconds (used when `slo_ms` is absent)",
+    "accuracy_floor": "the least accuracy a serving variant may have, 0 to 1 (default: none)",
+    "model": "a model family or variant of the application to serve with (default: any); "
+             "the URL's `/versions/{variant}` says the same",
+}
+#: the one output every answer carries: the top-1 class of each row
+PREDICTIONS = "predictions"
+HEADER_LENGTH = "Inference-Header-Content-Length"
+
+
+class BadRequest(ValueError):
+    """A request the gateway cannot turn into a query; ``str(exc)`` is the reason the caller sees."""
+
+    def __init__(self, reason: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+class _RequestTensor(BaseModel):
+    """An input tensor as OIP's REST request writes it (``data`` may be nested, row-major)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    shape: list[int]
+    datatype: str
+    parameters: dict[str, Any] | None = None
+    data: list[Any] | None = None
+
+
+class _RequestedOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    parameters: dict[str, Any] | None = None
+
+
+class InferRequest(BaseModel):
+    """OIP's inference request header."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(default=None, max_length=256)
+    parameters: dict[str, Any] | None = None
+    inputs: list[_RequestTensor] = Field(min_length=1)
+    outputs: list[_RequestedOutput] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A request as a query: what to send, and how its caller wants the answer written."""
+
+    query: Query
+    binary: bytes
+    request_id: str | None
+    binary_output: bool
+
+
+def read_request(body: bytes, header_length: str | None, *, query_id: str, application: str,
+                 version: str | None, slo_ms: float | None) -> Admitted:
+    """``body`` (the header's JSON, then any binary inputs) as a query ``query_id`` of ``application``
+    (``version``: the URL's variant); ``slo_ms``: the application's default goal, if it has one. Raises
+    `BadRequest`."""
+    json_end = len(body) if header_length is None else _header_end(header_length, len(body))
+    try:
+        request = InferRequest.model_validate_json(body[:json_end])
+    except ValidationError as exc:
+        raise BadRequest(describe_validation_error(exc)) from None
+    if len(request.inputs) != 1:
+        raise BadRequest(f"the request has {len(request.inputs)} inputs; Meridian's models take one")
+    parameters = request.parameters or {}
+    if parameters.get("priority", 0) not in (0, None):
+        raise BadRequest("per-request priorities are not served yet; send the request without `priority`")
+    wanted = [output.name for output in request.outputs or ()]
+    if any(name != PREDICTIONS for name in wanted):
+        raise BadRequest(f"unknown output(s) {sorted(set(wanted) - {PREDICTIONS})}; the one output is {PREDICTIONS!r}")
+    tensor = _tensor(request.inputs[0])
+    binary = body[json_end:]
+    if len(binary) != (tensor.binary_size or 0):
+        raise BadRequest(f"the inputs declare {tensor.binary_size or 0} bytes of binary data, but "
+                         f"{len(binary)} follow the request's JSON")
+    goal_ms = _slo_ms(parameters, slo_ms)
+    if goal_ms is None:
+        raise BadRequest(f"application {application!r} has no default SLO: name one in the parameters' `slo_ms`")
+    goals = {"slo_ms": goal_ms, "accuracy_floor": parameters.get("accuracy_floor"),
+             "model": version or parameters.get("model")}
+    try:
+        query = Query(query_id=query_id, application=application, batch_size=tensor.shape[0], inputs=[tensor],
+                      sent_at=0.0, **goals)
+    except ValidationError as exc:
+        raise BadRequest(describe_validation_error(exc)) from None
+    binary_output = bool(parameters.get("binary_data_output")) or any(
+        (output.parameters or {}).get("binary_data") for output in request.outputs or ())
+    return Admitted(query, binary, request.id, binary_output)
+
+
+def _header_end(header_length: str, body_length: int) -> int:
+    try:
+        end = int(header_length)
+    except ValueError:
+        raise BadRequest(f"{HEADER_LENGTH} is {header_length!r}, not a number of bytes") from None
+    if not 0 < end <= body_length:
+        raise BadRequest(f"{HEADER_LENGTH} is {end}, but the body holds {body_length} bytes")
+    return end
+
+
+def _slo_ms(parameters: Mapping[str, Any], default_ms: float | None) -> Any:
+    if parameters.get("slo_ms") is not None:
+        return parameters["slo_ms"]
+    timeout_us = parameters.get("timeout")
+    if isinstance(timeout_us, (int, float)) and not isinstance(timeout_us, bool) and timeout_us > 0:
+        return timeout_us / 1000.0
+    return default_ms
+
+
+def _tensor(given: _RequestTensor) -> InferTensor:
+    """The input as Meridian's tensor: nested ``data`` flattened, only ``binary_data_size`` of its
+    parameters kept (OIP lets a client send others: they say nothing a worker reads)."""
+    size = (given.parameters or {}).get("binary_data_size")
+    data = None if given.data is None else np.asarray(given.data, dtype=object).reshape(-1).tolist()
+    try:
+        return InferTensor(name=given.name, shape=given.shape, datatype=given.datatype, data=data,
+                           parameters=None if size is None else TensorParameters(binary_data_size=size))
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise BadRequest(f"input {given.name!r}: {describe_validation_error(exc)}") from None
+
+
+def status_of(result: Result) -> HTTPStatus:
+    """The HTTP status of an answer: 200 served (late or not), 400 refused as asked, 504 dropped (it could
+    no longer meet its deadline), 500 failed in its worker."""
+    return {ResultStatus.OK: HTTPStatus.OK, ResultStatus.REJECTED: HTTPStatus.BAD_REQUEST,
+            ResultStatus.DROPPED: HTTPStatus.GATEWAY_TIMEOUT,
+            ResultStatus.ERROR: HTTPStatus.INTERNAL_SERVER_ERROR}[result.status]
+
+
+def response(result: Result, admitted: Admitted, received_at: float) -> tuple[HTTPStatus, dict[str, str], bytes]:
+    """The HTTP status, headers and body answering ``admitted`` with ``result`` (received at
+    ``received_at``, Unix seconds)."""
+    status = status_of(result)
+    if status is not HTTPStatus.OK:
+        return error(status, result.reason or result.status.value)
+    query = admitted.query
+    latency_ms = (received_at - query.sent_at) * 1000.0
+    parameters = {"variant": result.variant, "worker": result.worker_id, "device": result.device,
+                  "emulated": result.emulated, "latency_ms": round(latency_ms, 3),
+                  "within_slo": latency_ms <= query.slo_ms, "cost_dollars": result.cost_dollars, "note": result.note}
+    predictions = np.asarray(result.predictions or [], dtype="<i8")
+    output: dict[str, Any] = {"name": PREDICTIONS, "datatype": "INT64", "shape": [int(predictions.size)]}
+    binary = b""
+    if admitted.binary_output:
+        binary = predictions.tobytes()
+        output["parameters"] = {"binary_data_size": len(binary)}
+    else:
+        output["data"] = predictions.tolist()
+    header = {"model_name": query.application, "model_version": result.variant or "", "outputs": [output],
+              "parameters": {k: v for k, v in parameters.items() if v is not None}}
+    if admitted.request_id is not None:
+        header["id"] = admitted.request_id
+    text = json.dumps(header).encode()
+    if not binary:
+        return status, {"Content-Type": "application/json"}, text
+    return status, {"Content-Type": "application/octet-stream", HEADER_LENGTH: str(len(text))}, text + binary
+
+
+def error(status: HTTPStatus, reason: str, headers: Mapping[str, str] | None = None) -> tuple[HTTPStatus, dict[str, str], bytes]:
+    """OIP's error response: ``{"error": reason}``."""
+    return status, {"Content-Type": "application/json", **(headers or {})}, json.dumps({"error": reason}).encode()
+
+
+def default_slo_ms(catalogue: Catalogue, slo_by_application: Mapping[str, float], application: str) -> float | None:
+    """An application's goal when a request names none: its configured SLO, else its first family's
+    profiled one (None: neither)."""
+    if application in slo_by_application:
+        return float(slo_by_application[application])
+    slos = catalogue.profiles.slo_ms
+    return next((float(slos[family]) for family in catalogue.applications.get(application, ()) if family in slos), None)
+
+
+def model_metadata(catalogue: Catalogue, slo_by_application: Mapping[str, float], application: str) -> dict[str, Any]:
+    """``GET /v2/models/{application}``: its variants as versions, its input and its output, and in
+    ``parameters`` its default goal and whether it takes encoded images (a ``BYTES`` input of ``[n]``)."""
+    variants = [v for family in catalogue.applications[application] for v in catalogue.variants_of(family)]
+    profiles = [p for v in variants for p in catalogue.profiles_of(v) if p.input_shape]
+    inputs = []
+    if profiles:
+        shapes = {(tuple(p.input_shape), p.input_dtype or "float32") for p in profiles}
+        (shape, dtype), *others = sorted(shapes)
+        datatype = next((oip for oip, numpy in NUMPY_DATATYPES.items() if numpy == dtype), "FP32")
+        inputs = [{"name": "input", "datatype": datatype, "shape": [-1, *shape] if not others else [-1]}]
+    accepts_images = any(p.image_preprocessing is not None for p in profiles)
+    return {"name": application, "versions": variants, "platform": "meridian", "inputs": inputs,
+            "outputs": [{"name": PREDICTIONS, "datatype": "INT64", "shape": [-1]}],
+            "parameters": {"accepts_encoded_images": accepts_images,
+                           **({"slo_ms": slo} if (slo := default_slo_ms(catalogue, slo_by_application, application))
+                              else {})}}
