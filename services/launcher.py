@@ -145,11 +145,12 @@ class LocalLauncher:
         env = {"MERIDIAN_FLEET_METRICS_PORT": str(metrics_port), **(extra_env or {})}
         return self.start_service("fleet", "services.fleet", metrics_port=metrics_port, extra_env=env)
 
-    def start_gateway(self, *, port: int, name: str = "gateway", extra_env: dict[str, str] | None = None,
-                      timeout_s: float = 60.0) -> ManagedProcess:
-        """An Open Inference Protocol gateway on ``port`` (its ``/metrics`` too), once it is ready."""
-        gateway = self.start_service(name, "services.gateway", "--port", str(port), metrics_port=port,
-                                     extra_env=extra_env)
+    def start_gateway(self, *, port: int, grpc_port: int | None = None, name: str = "gateway",
+                      extra_env: dict[str, str] | None = None, timeout_s: float = 60.0) -> ManagedProcess:
+        """An Open Inference Protocol gateway, REST on ``port`` (its ``/metrics`` too) and gRPC on
+        ``grpc_port`` (None: no gRPC door), once it is ready."""
+        gateway = self.start_service(name, "services.gateway", "--port", str(port), "--grpc-port", str(grpc_port or 0),
+                                     metrics_port=port, extra_env=extra_env)
         wait_until(lambda: _status(f"http://127.0.0.1:{port}/v2/health/ready") == 200, timeout_s,
                    f"{name} to be ready", [gateway])
         return gateway

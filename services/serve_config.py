@@ -41,6 +41,15 @@ class WorkerConfig(BaseModel):
     threads: int | None = Field(default=None, ge=1, le=256)
 
 
+class GatewayConfig(BaseModel):
+    """An Open Inference Protocol gateway (``services.gateway``): REST on ``port``, gRPC on ``grpc_port``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    port: int = Field(ge=1, le=65535)
+    grpc_port: int | None = Field(default=None, ge=1, le=65535)
+
+
 class ServeConfig(BaseModel):
     """What to serve: applications (name -> model families), policies, the fleet and any other setting."""
 
@@ -56,8 +65,8 @@ class ServeConfig(BaseModel):
     #: start the registry, so `meridian register` works and each registered application is served by the
     #: ``infaas`` policy (INFaaS' model-less path), its variants loaded on demand by a real worker
     registry: bool = False
-    #: the port of an Open Inference Protocol gateway (``services.gateway``: HTTP callers in), or none
-    gateway: int | None = Field(default=None, ge=1, le=65535)
+    #: an Open Inference Protocol gateway (callers over HTTP and gRPC), or none
+    gateway: GatewayConfig | None = None
     #: any other `shared.settings.Settings` field, by its name (e.g. ``replan_period_s: 10``)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -163,5 +172,5 @@ def start_services(launcher: LocalLauncher, config: ServeConfig, *, metrics_port
         launcher.start_registry(metrics_port=metrics_port + 2 + len(config.workers), extra_env=extra_env)
     launcher.wait_for_workers(scheduler, len(config.workers), timeout_s=120)
     if config.gateway is not None:
-        launcher.start_gateway(port=config.gateway, extra_env=extra_env)
+        launcher.start_gateway(port=config.gateway.port, grpc_port=config.gateway.grpc_port, extra_env=extra_env)
     return scheduler

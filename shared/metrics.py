@@ -79,10 +79,10 @@ ANSWER_COST = Counter("meridian_answer_cost_dollars_total", "The answers' shares
 FLEET_WORKERS = Gauge("meridian_fleet_workers", "Workers the fleet service runs, by device.", ["device", "emulated"])
 
 
-GATEWAY_REQUESTS = Counter("meridian_gateway_requests_total", "Inference requests the gateway answered, by HTTP "
-                           "status.", ["application", "code"])
-GATEWAY_LATENCY = Histogram("meridian_gateway_request_seconds", "From a request's arrival to its answer, by "
-                            "application.", ["application"], buckets=LATENCY_BUCKETS)
+GATEWAY_REQUESTS = Counter("meridian_gateway_requests_total", "Inference requests the gateway answered, by door "
+                           "(rest, grpc) and HTTP status (gRPC's mapped from it).", ["door", "application", "code"])
+GATEWAY_LATENCY = Histogram("meridian_gateway_request_seconds", "From a request's arrival to its answer, by door "
+                            "and application.", ["door", "application"], buckets=LATENCY_BUCKETS)
 GATEWAY_INFLIGHT = Gauge("meridian_gateway_inflight", "Requests waiting for their answers.")
 
 

@@ -187,6 +187,8 @@ class Settings(BaseSettings):
     autoscaler_metrics_port: int = 9114
     #: the gateway's Open Inference Protocol REST port (``services.gateway``); it serves ``/metrics`` too
     gateway_port: int = 8000
+    #: the gateway's gRPC port (the protocol's ``GRPCInferenceService``); 0: no gRPC door
+    gateway_grpc_port: int = Field(default=8001, ge=0, le=65535)
     #: requests one gateway holds waiting for their answers; one more is answered 503 with Retry-After
     gateway_max_inflight: int = Field(default=1024, ge=1)
     #: the largest request body a gateway reads (413 beyond it, before it is read): a query's 4 MiB payload

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from services.cli.common import CommandError, summary
 from services.launcher import LocalLauncher
-from services.serve_config import ConfigError, ServeConfig, checked_settings, settings_env, start_services
+from services.serve_config import (ConfigError, GatewayConfig, ServeConfig, checked_settings, settings_env,
+                                   start_services)
 from services.stack import LocalStack
 
 
@@ -19,6 +20,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                  description=summary(__doc__))
     parser.add_argument("--config", type=Path, required=True, help="the YAML file (see infra/serve.yaml)")
     parser.set_defaults(run=run)
+
+
+def gateway_urls(gateway: GatewayConfig) -> str:
+    """Where the gateway answers: its REST URL, and its gRPC address if it opens one."""
+    grpc = f" and gRPC 127.0.0.1:{gateway.grpc_port}" if gateway.grpc_port else ""
+    return f"http://127.0.0.1:{gateway.port}/v2{grpc}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         processes = list(launcher.processes.values())
         print(f"serving {', '.join(config.applications)} on {len(config.workers)} workers; Kafka "
               f"{settings.kafka_bootstrap}, Prometheus http://127.0.0.1:{stack.prometheus_port}"
-              + (f", Open Inference Protocol http://127.0.0.1:{config.gateway}/v2" if config.gateway else "")
+              + (f", Open Inference Protocol {gateway_urls(config.gateway)}" if config.gateway else "")
               + f"; logs in {launcher.log_dir}; Ctrl-C stops", flush=True)
         while not stopping.wait(1.0):
             dead = [p for p in processes if not p.alive()]

@@ -10,8 +10,8 @@ Examples
 --------
 >>> digest = hashlib.sha256(b"s3cret").hexdigest()
 >>> access = Access({digest: ["digits"]}, rate_per_s=1.0, burst=1, clock=lambda: 0.0)
->>> access.check("Bearer s3cret", "digits", "10.0.0.1").status, access.check("Bearer s3cret", "digits", "x").status
-(None, <HTTPStatus.TOO_MANY_REQUESTS: 429>)
+>>> access.check("Bearer s3cret", "digits", "10.0.0.1") is None, access.check("Bearer s3cret", "digits", "x").status
+(True, <HTTPStatus.TOO_MANY_REQUESTS: 429>)
 >>> access.check("Bearer s3cret", "photos", "x").status, access.check(None, "digits", "x").status
 (<HTTPStatus.FORBIDDEN: 403>, <HTTPStatus.UNAUTHORIZED: 401>)
 """
@@ -22,24 +22,13 @@ import hmac
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
+
+from services.gateway.protocol import Refusal
 
 EVERY_APPLICATION = "*"
 #: callers whose buckets are kept at most; the longest-idle are let go of beyond it
 MAX_CALLERS = 65_536
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """``status`` None: let in; else the refusal's status, reason and headers."""
-
-    status: HTTPStatus | None = None
-    reason: str = ""
-    headers: Mapping[str, str] | None = None
-
-
-ADMITTED = Verdict()
 
 
 class Access:
@@ -58,26 +47,26 @@ class Access:
         """No token is configured: anyone may call."""
         return not self._tokens
 
-    def check(self, authorization: str | None, application: str | None, address: str) -> Verdict:
-        """May this request (its ``Authorization`` header, for ``application``; None: no application's
-        data, e.g. its metadata list) from ``address`` go on?"""
+    def check(self, authorization: str | None, application: str, address: str) -> Refusal | None:
+        """Why this request (its ``Authorization`` header, for ``application``) from ``address`` goes no
+        further; None: it may."""
         caller = address
         if not self.open:
             digest = _bearer_digest(authorization)
             if digest is None:
-                return Verdict(HTTPStatus.UNAUTHORIZED, "send `Authorization: Bearer <token>`",
+                return Refusal(HTTPStatus.UNAUTHORIZED, "send `Authorization: Bearer <token>`",
                                {"WWW-Authenticate": 'Bearer realm="meridian"'})
             allowed = next((apps for known, apps in self._tokens.items() if hmac.compare_digest(known, digest)), None)
             if allowed is None:
-                return Verdict(HTTPStatus.UNAUTHORIZED, "unknown token", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
-            if application is not None and application not in allowed and EVERY_APPLICATION not in allowed:
-                return Verdict(HTTPStatus.FORBIDDEN, f"this token may not query application {application!r}")
+                return Refusal(HTTPStatus.UNAUTHORIZED, "unknown token", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+            if application not in allowed and EVERY_APPLICATION not in allowed:
+                return Refusal(HTTPStatus.FORBIDDEN, f"this token may not query application {application!r}")
             caller = digest
         return self._take(caller)
 
-    def _take(self, caller: str) -> Verdict:
+    def _take(self, caller: str) -> Refusal | None:
         if self._rate is None:
-            return ADMITTED
+            return None
         now = self._clock()
         left, then = self._buckets.pop(caller, (float(self._burst), now))
         left = min(float(self._burst), left + (now - then) * self._rate)
@@ -86,10 +75,10 @@ class Access:
         if left < 1.0:
             self._buckets[caller] = (left, now)
             retry_s = math.ceil((1.0 - left) / self._rate)
-            return Verdict(HTTPStatus.TOO_MANY_REQUESTS, f"more than {self._rate:g} requests a second from this "
+            return Refusal(HTTPStatus.TOO_MANY_REQUESTS, f"more than {self._rate:g} requests a second from this "
                                                          f"caller", {"Retry-After": str(retry_s)})
         self._buckets[caller] = (left - 1.0, now)
-        return ADMITTED
+        return None
 
 
 def _bearer_digest(authorization: str | None) -> str | None:

@@ -7,7 +7,9 @@ application and the binary section as sent, never decoded here: the worker reads
 client's. Meridian's goals ride in the request's ``parameters`` (`GOALS`).
 
 A `Result` becomes the response: ``200`` with the ``predictions`` output (top-1 class per row) for an
-answer, else an OIP error body ``{"error": reason}`` with a status a caller can act on (`status_of`).
+answer, else an OIP error body ``{"error": reason}`` with a status a caller can act on (`refusal_of`).
+The gRPC service (`services.gateway.grpc_service`) reads its messages into the same `InferRequest` and
+admits them here (`admit`), so both doors make the same query of the same request.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ class BadRequest(ValueError):
         self.status = status
 
 
-class _RequestTensor(BaseModel):
+class RequestTensor(BaseModel):
     """An input tensor as OIP's REST request writes it (``data`` may be nested, row-major)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -57,7 +59,7 @@ class _RequestTensor(BaseModel):
     data: list[Any] | None = None
 
 
-class _RequestedOutput(BaseModel):
+class RequestedOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
@@ -71,8 +73,8 @@ class InferRequest(BaseModel):
 
     id: str | None = Field(default=None, max_length=256)
     parameters: dict[str, Any] | None = None
-    inputs: list[_RequestTensor] = Field(min_length=1)
-    outputs: list[_RequestedOutput] | None = None
+    inputs: list[RequestTensor] = Field(min_length=1)
+    outputs: list[RequestedOutput] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,16 +87,20 @@ class Admitted:
     binary_output: bool
 
 
-def read_request(body: bytes, header_length: str | None, *, query_id: str, application: str,
-                 version: str | None, slo_ms: float | None) -> Admitted:
-    """``body`` (the header's JSON, then any binary inputs) as a query ``query_id`` of ``application``
-    (``version``: the URL's variant); ``slo_ms``: the application's default goal, if it has one. Raises
-    `BadRequest`."""
+def parse_rest(body: bytes, header_length: str | None) -> tuple[InferRequest, bytes]:
+    """A REST body (the header's JSON, then any binary inputs) as the request and its binary section."""
     json_end = len(body) if header_length is None else _header_end(header_length, len(body))
     try:
-        request = InferRequest.model_validate_json(body[:json_end])
+        return InferRequest.model_validate_json(body[:json_end]), body[json_end:]
     except ValidationError as exc:
         raise BadRequest(describe_validation_error(exc)) from None
+
+
+def admit(request: InferRequest, binary: bytes, *, query_id: str, application: str, version: str | None,
+          slo_ms: float | None) -> Admitted:
+    """``request`` (with the ``binary`` data its inputs declare) as a query ``query_id`` of ``application``
+    (``version``: the variant its URL or message names); ``slo_ms``: the application's default goal, if it
+    has one. Raises `BadRequest`."""
     if len(request.inputs) != 1:
         raise BadRequest(f"the request has {len(request.inputs)} inputs; Meridian's models take one")
     parameters = request.parameters or {}
@@ -104,10 +110,9 @@ def read_request(body: bytes, header_length: str | None, *, query_id: str, appli
     if any(name != PREDICTIONS for name in wanted):
         raise BadRequest(f"unknown output(s) {sorted(set(wanted) - {PREDICTIONS})}; the one output is {PREDICTIONS!r}")
     tensor = _tensor(request.inputs[0])
-    binary = body[json_end:]
     if len(binary) != (tensor.binary_size or 0):
-        raise BadRequest(f"the inputs declare {tensor.binary_size or 0} bytes of binary data, but "
-                         f"{len(binary)} follow the request's JSON")
+        raise BadRequest(f"the inputs declare {tensor.binary_size or 0} bytes of binary data, but the request "
+                         f"carries {len(binary)}")
     goal_ms = _slo_ms(parameters, slo_ms)
     if goal_ms is None:
         raise BadRequest(f"application {application!r} has no default SLO: name one in the parameters' `slo_ms`")
@@ -142,7 +147,7 @@ def _slo_ms(parameters: Mapping[str, Any], default_ms: float | None) -> Any:
     return default_ms
 
 
-def _tensor(given: _RequestTensor) -> InferTensor:
+def _tensor(given: RequestTensor) -> InferTensor:
     """The input as Meridian's tensor: nested ``data`` flattened, only ``binary_data_size`` of its
     parameters kept (OIP lets a client send others: they say nothing a worker reads)."""
     size = (given.parameters or {}).get("binary_data_size")
@@ -154,46 +159,75 @@ def _tensor(given: _RequestTensor) -> InferTensor:
         raise BadRequest(f"input {given.name!r}: {describe_validation_error(exc)}") from None
 
 
-def status_of(result: Result) -> HTTPStatus:
-    """The HTTP status of an answer: 200 served (late or not), 400 refused as asked, 504 dropped (it could
-    no longer meet its deadline), 500 failed in its worker."""
-    return {ResultStatus.OK: HTTPStatus.OK, ResultStatus.REJECTED: HTTPStatus.BAD_REQUEST,
-            ResultStatus.DROPPED: HTTPStatus.GATEWAY_TIMEOUT,
-            ResultStatus.ERROR: HTTPStatus.INTERNAL_SERVER_ERROR}[result.status]
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request answered without an answer: the HTTP status (`services.gateway.grpc_service` maps it to
+    gRPC's), the reason the caller reads, and headers (``Retry-After``, ``WWW-Authenticate``)."""
+
+    status: HTTPStatus
+    reason: str
+    headers: Mapping[str, str] | None = None
 
 
-def response(result: Result, admitted: Admitted, received_at: float) -> tuple[HTTPStatus, dict[str, str], bytes]:
-    """The HTTP status, headers and body answering ``admitted`` with ``result`` (received at
-    ``received_at``, Unix seconds)."""
-    status = status_of(result)
-    if status is not HTTPStatus.OK:
-        return error(status, result.reason or result.status.value)
-    query = admitted.query
-    latency_ms = (received_at - query.sent_at) * 1000.0
+#: an answer's status: 400 refused as asked, 504 dropped (it could no longer meet its deadline), 500
+#: failed in its worker
+_STATUS = {ResultStatus.REJECTED: HTTPStatus.BAD_REQUEST, ResultStatus.DROPPED: HTTPStatus.GATEWAY_TIMEOUT,
+           ResultStatus.ERROR: HTTPStatus.INTERNAL_SERVER_ERROR}
+
+
+def refusal_of(result: Result) -> Refusal | None:
+    """The refusal a result that is not an answer is (None: served, late or not)."""
+    if result.status is ResultStatus.OK:
+        return None
+    return Refusal(_STATUS[result.status], result.reason or result.status.value)
+
+
+def predictions(result: Result) -> np.ndarray:
+    """The answer's one output: the top-1 class per row, little-endian INT64."""
+    return np.asarray(result.predictions or [], dtype="<i8")
+
+
+def answer_parameters(result: Result, sent: Query, received_at: float) -> dict[str, Any]:
+    """Who served the answer, what it took (from the gateway's send, ``received_at`` Unix seconds) and
+    what it cost: the response's ``parameters``."""
+    latency_ms = (received_at - sent.sent_at) * 1000.0
     parameters = {"variant": result.variant, "worker": result.worker_id, "device": result.device,
                   "emulated": result.emulated, "latency_ms": round(latency_ms, 3),
-                  "within_slo": latency_ms <= query.slo_ms, "cost_dollars": result.cost_dollars, "note": result.note}
-    predictions = np.asarray(result.predictions or [], dtype="<i8")
-    output: dict[str, Any] = {"name": PREDICTIONS, "datatype": "INT64", "shape": [int(predictions.size)]}
+                  "within_slo": latency_ms <= sent.slo_ms, "cost_dollars": result.cost_dollars, "note": result.note}
+    return {k: v for k, v in parameters.items() if v is not None}
+
+
+#: an HTTP reply: status, headers, body
+Reply = tuple[HTTPStatus, dict[str, str], bytes]
+
+
+def response(result: Result, admitted: Admitted, received_at: float) -> Reply:
+    """The REST reply answering ``admitted`` (its query as sent) with ``result``, received at
+    ``received_at`` (Unix seconds)."""
+    if (refused := refusal_of(result)) is not None:
+        return error(refused)
+    rows = predictions(result)
+    output: dict[str, Any] = {"name": PREDICTIONS, "datatype": "INT64", "shape": [int(rows.size)]}
     binary = b""
     if admitted.binary_output:
-        binary = predictions.tobytes()
+        binary = rows.tobytes()
         output["parameters"] = {"binary_data_size": len(binary)}
     else:
-        output["data"] = predictions.tolist()
-    header = {"model_name": query.application, "model_version": result.variant or "", "outputs": [output],
-              "parameters": {k: v for k, v in parameters.items() if v is not None}}
+        output["data"] = rows.tolist()
+    header = {"model_name": admitted.query.application, "model_version": result.variant or "", "outputs": [output],
+              "parameters": answer_parameters(result, admitted.query, received_at)}
     if admitted.request_id is not None:
         header["id"] = admitted.request_id
     text = json.dumps(header).encode()
     if not binary:
-        return status, {"Content-Type": "application/json"}, text
-    return status, {"Content-Type": "application/octet-stream", HEADER_LENGTH: str(len(text))}, text + binary
+        return HTTPStatus.OK, {"Content-Type": "application/json"}, text
+    return HTTPStatus.OK, {"Content-Type": "application/octet-stream", HEADER_LENGTH: str(len(text))}, text + binary
 
 
-def error(status: HTTPStatus, reason: str, headers: Mapping[str, str] | None = None) -> tuple[HTTPStatus, dict[str, str], bytes]:
-    """OIP's error response: ``{"error": reason}``."""
-    return status, {"Content-Type": "application/json", **(headers or {})}, json.dumps({"error": reason}).encode()
+def error(refusal: Refusal) -> Reply:
+    """OIP's REST error: ``{"error": reason}``."""
+    return (refusal.status, {"Content-Type": "application/json", **(refusal.headers or {})},
+            json.dumps({"error": refusal.reason}).encode())
 
 
 def default_slo_ms(catalogue: Catalogue, slo_by_application: Mapping[str, float], application: str) -> float | None:

@@ -24,7 +24,7 @@ policy: fcfs
 workers:
   - id: serve-w1
     variants: [digits-mlp-s, digits-cnn-xs]
-gateway: 19425
+gateway: {port: 19425, grpc_port: 19426}
 settings: {scheduler_metrics_port: 19421, fleet_metrics_port_base: 19422}
 """
 
@@ -34,7 +34,8 @@ def test_serve_brings_up_what_the_config_says_and_ctrl_c_stops_it(stack, stack_e
     process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--config", str(tmp_path / "serve.yaml")],
                                env=stack.env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert "Open Inference Protocol http://127.0.0.1:19425/v2" in read_until(process, "Ctrl-C stops", 150)
+        assert ("Open Inference Protocol http://127.0.0.1:19425/v2 and gRPC 127.0.0.1:19426"
+                in read_until(process, "Ctrl-C stops", 150))
         x, _ = digits_rows()
         np.savez(tmp_path / "q.npz", x=x[:5])
         assert main(["submit", str(tmp_path / "q.npz"), "--application", "digits", "--slo-ms", "5000"]) == 0

@@ -1,7 +1,7 @@
-"""The Open Inference Protocol front door, driven by a stock client no one here wrote (tritonclient's HTTP
-client, unchanged): health and metadata, FP32 rows as binary and as JSON and encoded photographs as BYTES
-served by real onnxruntime workers through the real broker, each refusal with its status and reason, two
-gateways side by side, and a caller that goes away leaving nothing behind."""
+"""The Open Inference Protocol front door, driven by stock clients no one here wrote (tritonclient's HTTP
+and gRPC clients, unchanged): health and metadata, FP32 rows as binary and as JSON and encoded photographs
+as BYTES served by real onnxruntime workers through the real broker, each refusal with its status and
+reason, two gateways side by side, and a caller that goes away leaving nothing behind."""
 from __future__ import annotations
 
 import hashlib
@@ -12,9 +12,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
+import grpc
 import numpy as np
 import pytest
+import tritonclient.grpc as oip_grpc
 import tritonclient.http as oip
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from services.demo.photos import InProcess
@@ -27,6 +31,8 @@ from shared.settings import REPO_ROOT
 pytestmark = pytest.mark.integration
 
 GATEWAYS = (19510, 19511)
+#: the first gateway's gRPC door
+GRPC = 19520
 APPLICATIONS = {"digits": ["digits"], "photos": ["efficientnet-lite"]}
 ENV = {"MERIDIAN_APPLICATIONS": json.dumps(APPLICATIONS)}
 MAX_REQUEST_BYTES = 2 * 2**20
@@ -43,7 +49,7 @@ def gateways(stack: LocalStack, digits_variants: list[str], tmp_path_factory: py
         launcher.wait_for_workers(scheduler, 2, timeout_s=120)
         env = {"MERIDIAN_GATEWAY_MAX_REQUEST_BYTES": str(MAX_REQUEST_BYTES)}
         for k, port in enumerate(GATEWAYS):
-            launcher.start_gateway(port=port, name=f"gateway-{k}", extra_env=env)
+            launcher.start_gateway(port=port, grpc_port=GRPC if k == 0 else None, name=f"gateway-{k}", extra_env=env)
         clients = [oip.InferenceServerClient(f"127.0.0.1:{port}", concurrency=8) for port in GATEWAYS]
         yield clients
         for client in clients:
@@ -159,8 +165,56 @@ def test_a_caller_that_goes_away_leaves_nothing_waiting(gateways) -> None:
     assert read_metric(GATEWAYS[1], "meridian_gateway_inflight") == 0
 
 
+def grpc_input(rows: np.ndarray) -> oip_grpc.InferInput:
+    tensor = oip_grpc.InferInput("input", list(rows.shape), "FP32")
+    tensor.set_data_from_numpy(rows)
+    return tensor
+
+
+@pytest.fixture(scope="module")
+def grpc_client(gateways) -> Iterator[oip_grpc.InferenceServerClient]:
+    client = oip_grpc.InferenceServerClient(f"127.0.0.1:{GRPC}")
+    yield client
+    client.close()
+
+
+def test_a_stock_grpc_client_reads_health_and_metadata(grpc_client) -> None:
+    assert grpc_client.is_server_live() and grpc_client.is_server_ready()
+    assert grpc_client.get_server_metadata(as_json=True)["name"] == "meridian"
+    assert grpc_client.is_model_ready("digits") and not grpc_client.is_model_ready("nosuch")
+    digits = grpc_client.get_model_metadata("digits", as_json=True)
+    assert digits["inputs"] == [{"name": "input", "datatype": "FP32", "shape": ["-1", "1", "8", "8"]}]
+    assert "digits-mlp-s" in digits["versions"]
+
+
+def test_fp32_rows_and_photographs_are_served_over_grpc(grpc_client) -> None:
+    rows = ROWS[:6]
+    result = grpc_client.infer("digits", [grpc_input(rows)], parameters={"slo_ms": 2000})
+    answer = result.get_response(as_json=True)
+    assert answer["parameters"]["worker"]["string_param"] == "gw-digits"
+    assert result.as_numpy("predictions").tolist() == digits_in_process(answer["model_version"], rows)
+    shots = photos.photographs()[:2]
+    images = oip_grpc.InferInput("input", [len(shots)], "BYTES")
+    images.set_data_from_numpy(np.array([shot.jpeg for shot in shots], dtype=np.object_))
+    result = grpc_client.infer("photos", [images], parameters={"slo_ms": 60_000})
+    variant = result.get_response().model_version
+    assert result.as_numpy("predictions").tolist() == InProcess(REPO_ROOT / "var" / "models").top1(
+        variant, [shot.jpeg for shot in shots])
+
+
+def test_each_grpc_refusal_has_its_status_and_reason(grpc_client) -> None:
+    status, message = refusal(lambda: grpc_client.infer("nosuch", [grpc_input(ROWS[:1])]))
+    assert status == "StatusCode.NOT_FOUND" and "unknown application 'nosuch'" in message
+    wrong = oip_grpc.InferInput("input", [1, 8, 8], "FP32")
+    wrong.set_data_from_numpy(ROWS[:1].reshape(1, 8, 8))
+    status, message = refusal(lambda: grpc_client.infer("digits", [wrong]))
+    assert status == "StatusCode.INVALID_ARGUMENT" and "shape" in message, message
+    status, message = refusal(lambda: grpc_client.infer("digits", [grpc_input(ROWS[:1])], priority=1))
+    assert status == "StatusCode.INVALID_ARGUMENT" and "priorit" in message
+
+
 TOKEN, PHOTOS_TOKEN = "digits-caller-token", "photos-caller-token"
-SECURED = 19512
+SECURED, SECURED_GRPC = 19512, 19522
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +225,7 @@ def secured(gateways, stack: LocalStack, tmp_path_factory: pytest.TempPathFactor
     env = {**ENV, "MERIDIAN_GATEWAY_TOKENS": json.dumps(tokens), "MERIDIAN_GATEWAY_RATE_PER_S": "2",
            "MERIDIAN_GATEWAY_BURST": "2"}
     with LocalLauncher(stack.env, tmp_path_factory.mktemp("secured")) as launcher:
-        launcher.start_gateway(port=SECURED, name="gateway-secured", extra_env=env)
+        launcher.start_gateway(port=SECURED, grpc_port=SECURED_GRPC, name="gateway-secured", extra_env=env)
         yield SECURED
 
 
@@ -188,6 +242,12 @@ def test_only_a_known_token_for_its_own_application_gets_in_and_no_refusal_reach
         got, message = refusal(lambda: client.infer("digits", [rows], headers=headers))
         assert got == status, (headers, got, message)
         assert not client.is_model_ready("digits", headers=headers)
+    client = oip_grpc.InferenceServerClient(f"127.0.0.1:{SECURED_GRPC}")  # the gRPC door: the same checks
+    for headers, status in (({}, "UNAUTHENTICATED"), ({"authorization": "Bearer wrong"}, "UNAUTHENTICATED"),
+                            ({"authorization": f"Bearer {PHOTOS_TOKEN}"}, "PERMISSION_DENIED")):
+        got, message = refusal(lambda: client.infer("digits", [grpc_input(ROWS[:1])], headers=headers))
+        assert got == f"StatusCode.{status}", (headers, got, message)
+    client.close()
     assert sent_queries(secured) == 0
     client = oip.InferenceServerClient(f"127.0.0.1:{secured}")
     assert client.is_server_live()  # health needs no token
@@ -212,6 +272,15 @@ def test_a_caller_over_its_rate_is_told_when_to_retry(secured: int) -> None:
             retry = exc.headers.get("Retry-After")
     assert codes[:2] == [200, 200] and 429 in codes[2:], codes
     assert retry is not None and int(retry) >= 1
+    # the caller's bucket is the gateway's, whichever door it calls: at once on gRPC, still over its rate
+    with grpc.insecure_channel(f"127.0.0.1:{SECURED_GRPC}") as channel:
+        infer = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer
+        with pytest.raises(grpc.RpcError) as refused:
+            infer(pb.ModelInferRequest(model_name="digits", raw_input_contents=[ROWS[:1].tobytes()], inputs=[
+                pb.ModelInferRequest.InferInputTensor(name="input", datatype="FP32", shape=[1, 1, 8, 8])]),
+                  metadata=(("authorization", f"Bearer {TOKEN}"),), timeout=10)
+    assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, refused.value.details()
+    assert int(dict(refused.value.trailing_metadata())["retry-after"]) >= 1
 
 
 def test_a_gateway_holding_all_it_may_answers_503_to_one_more(stack: LocalStack, gateways, tmp_path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from schemas import Query, Result, ResultStatus
 from services.gateway import protocol
-from services.gateway.protocol import BadRequest, read_request
+from services.gateway.protocol import BadRequest, admit, parse_rest
 from shared.catalogue import Catalogue
 from shared.profiles import ProfileSet
 from shared.settings import REPO_ROOT
@@ -24,8 +24,8 @@ def request(header: dict, binary: bytes = b"") -> tuple[bytes, str | None]:
 
 
 def read(body: bytes, header_length: str | None, **given) -> protocol.Admitted:
-    return read_request(body, header_length, **{"query_id": "gw-1", "application": "digits", "version": None,
-                                                  "slo_ms": 50.0, **given})
+    return admit(*parse_rest(body, header_length), **{"query_id": "gw-1", "application": "digits", "version": None,
+                                                       "slo_ms": 50.0, **given})
 
 
 def test_a_binary_input_is_carried_as_sent_and_the_goals_ride_in_the_parameters() -> None:
@@ -60,7 +60,7 @@ def test_tritons_timeout_in_microseconds_is_the_slo_when_none_is_named() -> None
     ({"inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}] * 2}, b"", None, "2 inputs"),
     ({"inputs": [{"name": "a", "shape": [1, 8, 8], "datatype": "FP32", "data": [1.0]}]}, b"", None, "64"),
     ({"inputs": [{"name": "a", "shape": [1, 8, 8], "datatype": "FP32", "parameters": {"binary_data_size": 256}}]},
-     b"x" * 10, "auto", "256 bytes of binary data, but 10"),
+     b"x" * 10, "auto", "256 bytes of binary data, but the request carries 10"),
     ({"inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}]}, b"", "999", "999"),
     ({"inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}], "outputs": [{"name": "logits"}]},
      b"", None, "logits"),
