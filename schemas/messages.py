@@ -38,6 +38,12 @@ MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 #: the most rows one query may carry
 MAX_QUERY_ROWS = 4096
 
+#: priority classes, as Triton numbers them: 1 is served first, 9 last; a query that names none is its
+#: application's default class (``MERIDIAN_APPLICATION_PRIORITY``, else `DEFAULT_PRIORITY`)
+HIGHEST_PRIORITY, LOWEST_PRIORITY = 1, 9
+DEFAULT_PRIORITY = 5
+Priority = Annotated[int, Field(ge=HIGHEST_PRIORITY, le=LOWEST_PRIORITY)]
+
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$"
 Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=IDENTIFIER_PATTERN)]
 #: where a message sits in Kafka, ``<topic>/<partition>/<offset>``: no client chooses it, and no query id
@@ -174,6 +180,9 @@ class Query(_Message):
     model: Identifier | None = None
     slo_ms: float = Field(gt=0.0, le=3_600_000.0, allow_inf_nan=False)
     accuracy_floor: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: its priority class, 1 (served first) to 9; None: its application's default. Among queries that can
+    #: still meet their deadlines a higher class is served first, and a lower one is shed first
+    priority: Priority | None = None
     #: rows in the query (its own batch size)
     batch_size: int = Field(ge=1, le=MAX_QUERY_ROWS)
     #: the model's input, one OIP tensor whose first axis is the rows (or the encoded images); absent only
@@ -238,6 +247,8 @@ class Result(_Message):
     claimed_query_id: str | None = Field(default=None, max_length=256)
     application: str | None = Field(default=None, max_length=256)
     status: ResultStatus
+    #: the priority class its query was served in (None: answered before the scheduler gave it one)
+    priority: Priority | None = None
     variant: str | None = None
     worker_id: str | None = None
     device: str | None = None
@@ -268,6 +279,8 @@ class QueryWork(BaseModel):
     application: Identifier
     batch_size: int = Field(ge=1, le=MAX_QUERY_ROWS)
     slo_ms: float = Field(gt=0.0)
+    #: its priority class (copied into its result)
+    priority: Priority | None = None
     #: its query's inputs; binary data in the batch's binary section, query after query
     inputs: list[InferTensor] | None = None
     timestamps: HopTimestamps
@@ -580,15 +593,18 @@ __all__ = [
     "MAX_VALIDATION_BYTES",
     "MAX_PAYLOAD_BYTES",
     "MAX_QUERY_ROWS",
+    "LOWEST_PRIORITY",
     "SCHEMA_VERSION",
     "AllocationPlan",
     "BatchFinished",
     "BatchRefused",
     "DATATYPE_SIZES",
+    "DEFAULT_PRIORITY",
     "Datatype",
     "DeadLetter",
     "DispatchBatch",
     "EXPORTED_MODELS",
+    "HIGHEST_PRIORITY",
     "HopTimestamps",
     "InferTensor",
     "NUMPY_DATATYPES",
@@ -598,6 +614,7 @@ __all__ = [
     "MachineDescription",
     "MeasuredLatency",
     "PlanPlacement",
+    "Priority",
     "Query",
     "QueryWork",
     "RegisterModel",

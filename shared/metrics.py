@@ -5,7 +5,12 @@ quantiles aggregate across instances.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+if TYPE_CHECKING:
+    from schemas import Result
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
                    0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
@@ -24,6 +29,10 @@ RESULTS = Counter(
     "meridian_results_total", "Final results by status and reason class.", ["application", "status", "reason"])
 GOODPUT = Counter(
     "meridian_goodput_queries_total", "Queries answered ok within their SLO.", ["application"])
+CLASS_RESULTS = Counter(
+    "meridian_class_results_total", "Final results by priority class (1 served first, 9 last) and outcome: "
+    "within_slo, late, dropped, rejected, error (their ratio is each class's SLO attainment).",
+    ["application", "priority", "outcome"])
 QUEUE_DEPTH = Gauge("meridian_queue_depth", "Queries waiting in the scheduler.", ["application"])
 DISPATCHED_BATCH_ROWS = Histogram(
     "meridian_batch_rows", "Rows per dispatched batch.", ["variant"], buckets=BATCH_BUCKETS)
@@ -84,6 +93,14 @@ GATEWAY_REQUESTS = Counter("meridian_gateway_requests_total", "Inference request
 GATEWAY_LATENCY = Histogram("meridian_gateway_request_seconds", "From a request's arrival to its answer, by door "
                             "and application.", ["door", "application"], buckets=LATENCY_BUCKETS)
 GATEWAY_INFLIGHT = Gauge("meridian_gateway_inflight", "Requests waiting for their answers.")
+
+
+def count_class_result(result: "Result", *, within_slo: bool) -> None:
+    """One final result in `CLASS_RESULTS` (a result answered before admission gave it a class counts under
+    ``none``)."""
+    outcome = result.status.value if result.status.value != "ok" else "within_slo" if within_slo else "late"
+    priority = "none" if result.priority is None else str(result.priority)
+    CLASS_RESULTS.labels(result.application or "unknown", priority, outcome).inc()
 
 
 def serve_metrics(port: int, host: str) -> None:

@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     #: the most input bytes one dispatched batch carries: the message cap less 1 MiB for the batch's JSON
     #: (a query's header takes under 1 KB), so no batch's message exceeds the cap
     max_batch_payload_bytes: int = Field(default=MAX_MESSAGE_BYTES - 2**20, ge=1)
+    #: application -> the priority class (1 served first, 9 last) of its queries that name none (default 5)
+    application_priority: dict[str, Annotated[int, Field(ge=1, le=9)]] = Field(default_factory=dict)
+    #: the priority gate (`shared.serving.priorities`): a lower class is shown to the policy only while the
+    #: work shown would keep the fleet busy for at most this share of a higher class's SLO ...
+    priority_hold_share: float = Field(default=0.35, gt=0.0, le=1.0)
+    #: ... a higher class that sent a query within this many seconds
+    priority_memory_s: float = Field(default=60.0, gt=0.0)
     #: a (re)starting scheduler reads the dispatch and results topics back to its oldest unacknowledged
     #: query, at most this far, so that it does not hand on again the re-read queries it had handed on
     restart_lookback_s: float = Field(default=120.0, ge=0.0)

@@ -59,6 +59,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", default=None, help="a family or a variant (default: any the application has)")
     parser.add_argument("--slo-ms", type=float, required=True, help="each query's latency goal")
     parser.add_argument("--accuracy-floor", type=float, default=None, help="each query's accuracy goal (0..1)")
+    parser.add_argument("--priority", type=int, choices=range(1, 10), default=None, metavar="1-9",
+                        help="each query's priority class: 1 is served first, 9 last (default: the application's)")
     parser.add_argument("--out", type=Path, default=None, help="write the results here (default: stdout)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the last result")
     parser.set_defaults(run=run)
@@ -176,7 +178,7 @@ def read_queries(args: argparse.Namespace) -> Iterator[tuple[Query, bytes]]:
     if not args.inputs.exists():
         raise CommandError(f"no such file: {args.inputs}")
     goals = {"application": args.application, "model": args.model, "slo_ms": args.slo_ms,
-             "accuracy_floor": args.accuracy_floor}
+             "accuracy_floor": args.accuracy_floor, "priority": args.priority}
     if args.inputs.suffix.lower() in IMAGE_SUFFIXES:
         image = encode_images([args.inputs.read_bytes()])
         yield _query({**goals, "batch_size": 1, "inputs": image.tensors}, where=str(args.inputs)), image.binary

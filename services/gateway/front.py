@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import NamedTuple
 
@@ -103,6 +104,21 @@ class Front:
             return Refusal(HTTPStatus.SERVICE_UNAVAILABLE, f"overloaded: {len(self._waiting)} requests wait for "
                                                            f"their answers here", {"Retry-After": str(RETRY_AFTER_S)})
         return None
+
+    async def infer(self, authorization: str | None, address: str, application: str, version: str | None,
+                    read: Callable[[], Awaitable[tuple[InferRequest, bytes]]]) -> Answered | Refusal:
+        """One inference request, whichever door carried it: its caller and what it names, room here, then
+        its data (``read``: the door's parsing, which raises `protocol.BadRequest`), the query sent and its
+        result; the refusal of the first step that refuses it."""
+        refused = self.refusal(authorization, address, application, version) or self.full()
+        if refused is not None:
+            return refused
+        try:
+            request, binary = await read()
+            admitted = self.admit(request, binary, application, version)
+        except protocol.BadRequest as exc:
+            return Refusal(exc.status, str(exc))
+        return await self.answer(admitted)
 
     def admit(self, request: InferRequest, binary: bytes, application: str, version: str | None) -> Admitted:
         """``request`` as a query of ``application`` under a fresh id of this gateway (`protocol.admit`)."""

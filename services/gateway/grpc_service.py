@@ -84,17 +84,11 @@ class GrpcDoor(service_pb2_grpc.GRPCInferenceServiceServicer):
             self._front.count("grpc", request.model_name, status, time.monotonic() - arrived)
 
     async def _infer(self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext) -> pb.ModelInferResponse:
-        front = self._front
-        version = request.model_version or None
-        refused = front.refusal(_authorization(context), _address(context), request.model_name, version) or front.full()
-        if refused is not None:
-            raise _Refused(refused)
-        try:
-            parsed, binary = read_infer_request(request)
-            admitted = front.admit(parsed, binary, request.model_name, version)
-        except protocol.BadRequest as exc:
-            raise _Refused(Refusal(exc.status, str(exc))) from None
-        answered = await front.answer(admitted)
+        async def read() -> tuple[InferRequest, bytes]:
+            return read_infer_request(request)
+
+        answered = await self._front.infer(_authorization(context), _address(context), request.model_name,
+                                           request.model_version or None, read)
         if isinstance(answered, Refusal):
             raise _Refused(answered)
         result, sent, received_at = answered.result, answered.admitted.query, answered.received_at

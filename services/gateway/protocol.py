@@ -33,6 +33,8 @@ GOALS = {
     "accuracy_floor": "the least accuracy a serving variant may have, 0 to 1 (default: none)",
     "model": "a model family or variant of the application to serve with (default: any); "
              "the URL's `/versions/{variant}` says the same",
+    "priority": "the priority class, as Triton numbers them: 1 is served first, 9 last; 0 or none: the "
+                "application's default (MERIDIAN_APPLICATION_PRIORITY, else 5)",
 }
 #: the one output every answer carries: the top-1 class of each row
 PREDICTIONS = "predictions"
@@ -104,8 +106,6 @@ def admit(request: InferRequest, binary: bytes, *, query_id: str, application: s
     if len(request.inputs) != 1:
         raise BadRequest(f"the request has {len(request.inputs)} inputs; Meridian's models take one")
     parameters = request.parameters or {}
-    if parameters.get("priority", 0) not in (0, None):
-        raise BadRequest("per-request priorities are not served yet; send the request without `priority`")
     wanted = [output.name for output in request.outputs or ()]
     if any(name != PREDICTIONS for name in wanted):
         raise BadRequest(f"unknown output(s) {sorted(set(wanted) - {PREDICTIONS})}; the one output is {PREDICTIONS!r}")
@@ -117,7 +117,7 @@ def admit(request: InferRequest, binary: bytes, *, query_id: str, application: s
     if goal_ms is None:
         raise BadRequest(f"application {application!r} has no default SLO: name one in the parameters' `slo_ms`")
     goals = {"slo_ms": goal_ms, "accuracy_floor": parameters.get("accuracy_floor"),
-             "model": version or parameters.get("model")}
+             "model": version or parameters.get("model"), "priority": parameters.get("priority") or None}
     try:
         query = Query(query_id=query_id, application=application, batch_size=tensor.shape[0], inputs=[tensor],
                       sent_at=0.0, **goals)
@@ -188,11 +188,14 @@ def predictions(result: Result) -> np.ndarray:
 
 
 def answer_parameters(result: Result, sent: Query, received_at: float) -> dict[str, Any]:
-    """Who served the answer, what it took (from the gateway's send, ``received_at`` Unix seconds) and
-    what it cost: the response's ``parameters``."""
+    """Who served the answer, what it took (from the gateway's send, ``received_at`` Unix seconds), its
+    batch's compute and what it cost: the response's ``parameters``."""
     latency_ms = (received_at - sent.sent_at) * 1000.0
+    stamps = result.timestamps
+    compute_ms = None if stamps.compute_started is None or stamps.compute_finished is None \
+        else round((stamps.compute_finished - stamps.compute_started) * 1000.0, 3)
     parameters = {"variant": result.variant, "worker": result.worker_id, "device": result.device,
-                  "emulated": result.emulated, "latency_ms": round(latency_ms, 3),
+                  "emulated": result.emulated, "priority": result.priority, "latency_ms": round(latency_ms, 3), "compute_ms": compute_ms,
                   "within_slo": latency_ms <= sent.slo_ms, "cost_dollars": result.cost_dollars, "note": result.note}
     return {k: v for k, v in parameters.items() if v is not None}
 

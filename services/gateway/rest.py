@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.gateway import protocol
 from services.gateway.front import Front
-from services.gateway.protocol import Refusal, Reply
+from services.gateway.protocol import InferRequest, Refusal, Reply
 
 SERVER = {"name": "meridian", "version": "0.1.0", "extensions": ["binary_tensor_data"]}
 
@@ -68,27 +68,22 @@ class RestDoor:
         return _respond(reply)
 
     async def _infer(self, request: web.Request) -> Reply:
-        front = self._front
-        limit = front.settings.gateway_max_request_bytes
-        refused = self._refusal(request) or front.full()
-        if refused is None and request.content_length is not None and request.content_length > limit:
-            refused = Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"the request's {request.content_length:,} bytes "
-                                                                   f"exceed the {limit:,} bytes a gateway reads")
-        if refused is not None:
-            return protocol.error(refused)
-        try:
-            body = await request.read()
-            parsed, binary = protocol.parse_rest(body, request.headers.get(protocol.HEADER_LENGTH))
-            admitted = front.admit(parsed, binary, request.match_info["application"], request.match_info.get("version"))
-        except protocol.BadRequest as exc:
-            return protocol.error(Refusal(exc.status, str(exc)))
-        except web.HTTPRequestEntityTooLarge:  # a body longer than it said, or sent in chunks
-            return protocol.error(Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                                          f"the request exceeds the {limit:,} bytes a gateway reads"))
-        answered = await front.answer(admitted)
-        if isinstance(answered, Refusal):
-            return protocol.error(answered)
-        return protocol.response(*answered)
+        limit = self._front.settings.gateway_max_request_bytes
+
+        async def read() -> tuple[InferRequest, bytes]:
+            if request.content_length is not None and request.content_length > limit:
+                raise protocol.BadRequest(f"the request's {request.content_length:,} bytes exceed the {limit:,} "
+                                          f"bytes a gateway reads", HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:  # a body longer than it said, or sent in chunks
+                raise protocol.BadRequest(f"the request exceeds the {limit:,} bytes a gateway reads",
+                                          HTTPStatus.REQUEST_ENTITY_TOO_LARGE) from None
+            return protocol.parse_rest(body, request.headers.get(protocol.HEADER_LENGTH))
+
+        answered = await self._front.infer(request.headers.get("Authorization"), request.remote or "",
+                                           request.match_info["application"], request.match_info.get("version"), read)
+        return protocol.error(answered) if isinstance(answered, Refusal) else protocol.response(*answered)
 
 
 def _respond(reply: Reply) -> web.Response:

@@ -182,6 +182,7 @@ class SchedulerHandlers:
                                       value=result.model_dump_json().encode())
         self._labelled(metrics.RESULTS, result.application or "unknown", result.status.value,
                        messages.reason_class(result)).inc()
+        metrics.count_class_result(result, within_slo=False)
         if delivery is not None:
             self.acknowledge_when_written(written, [delivery])
 

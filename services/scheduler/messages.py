@@ -39,7 +39,7 @@ def rejected_at(position: str, reason: str, *, claimed_query_id: str | None, app
 def dropped(item: Queued, reason: str, now_s: float) -> Result:
     query, position, _ = item.payload
     return Result(query_id=query.query_id, query_position=position, application=query.application,
-                  status=ResultStatus.DROPPED, reason=reason,
+                  status=ResultStatus.DROPPED, priority=item.pending.priority, reason=reason,
                   timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.admitted_s,
                                            result_sent=now_s))
 
@@ -48,7 +48,7 @@ def failed(item: Queued, reason: str, now_s: float) -> Result:
     """The answer of a query whose batch could not be sent."""
     query, position, _ = item.payload
     return Result(query_id=query.query_id, query_position=position, application=query.application,
-                  status=ResultStatus.ERROR, reason=reason,
+                  status=ResultStatus.ERROR, priority=item.pending.priority, reason=reason,
                   timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.admitted_s,
                                            result_sent=now_s))
 
@@ -68,8 +68,8 @@ def dispatch_value(dispatch: Dispatch) -> bytes:
 def _work(item: Queued, dispatched_s: float) -> QueryWork:
     query, position, _ = item.payload
     return QueryWork(query_id=query.query_id, query_position=position, application=query.application,
-                     batch_size=query.batch_size,
-                     slo_ms=query.slo_ms, inputs=query.inputs, note=item.note,
+                     batch_size=query.batch_size, slo_ms=query.slo_ms, priority=item.pending.priority,
+                     inputs=query.inputs, note=item.note,
                      timestamps=HopTimestamps(client_sent=query.sent_at, scheduler_received=item.admitted_s,
                                               dispatched=dispatched_s),
                      deadline_at=item.deadline_s if math.isfinite(item.deadline_s) else None)

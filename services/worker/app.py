@@ -96,7 +96,7 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
     for query in expired:
         publish_result(ctx, query, Result(
             query_id=query.query_id, query_position=query.query_position, application=query.application,
-            status=ResultStatus.DROPPED,
+            status=ResultStatus.DROPPED, priority=query.priority,
             reason=expired_reason(query, started, ctx.worker_id), worker_id=ctx.worker_id, batch_id=batch.batch_id,
             timestamps=query.timestamps.model_copy(update=dict(worker_received=received_at, result_sent=time.time()))))
     failed: dict[str, str] = {}
@@ -134,7 +134,8 @@ def handle_dispatch(ctx: WorkerContext, batch: DispatchBatch, received_at: float
             offset += query.batch_size
         result = Result(
             query_id=query.query_id, query_position=query.query_position, application=query.application,
-            status=ResultStatus.ERROR if reason else ResultStatus.OK, reason=reason, note=query.note,
+            status=ResultStatus.ERROR if reason else ResultStatus.OK, priority=query.priority, reason=reason,
+            note=query.note,
             variant=batch.variant, worker_id=ctx.worker_id, device=ctx.executor.device,
             emulated=ctx.executor.emulated, batch_id=batch.batch_id, predictions=predictions,
             cost_dollars=dollars_per_row * query.batch_size, timestamps=query.timestamps.model_copy(update=dict(
@@ -170,6 +171,7 @@ def observe_result(result: Result, slo_ms: float, compute_s: float | None) -> No
     app, stamps = result.application or "unknown", result.timestamps
     reason = "none" if result.reason is None else ("deadline" if result.status is ResultStatus.DROPPED else "execution")
     metrics.RESULTS.labels(app, result.status.value, reason).inc()
+    within_slo = None
     if result.cost_dollars:
         metrics.ANSWER_COST.labels(app).inc(result.cost_dollars)
     if compute_s is not None:
@@ -179,8 +181,10 @@ def observe_result(result: Result, slo_ms: float, compute_s: float | None) -> No
     if stamps.client_sent is not None and stamps.result_sent is not None:
         latency = max(0.0, stamps.result_sent - stamps.client_sent)
         metrics.QUERY_LATENCY.labels(app).observe(latency)
-        if result.status is ResultStatus.OK and latency * 1000.0 <= slo_ms:
+        within_slo = result.status is ResultStatus.OK and latency * 1000.0 <= slo_ms
+        if within_slo:
             metrics.GOODPUT.labels(app).inc()
+    metrics.count_class_result(result, within_slo=bool(within_slo))
 
 
 def handle_load(ctx: WorkerContext, command: LoadVariant, received_at: float, *, measure: bool = False) -> None:

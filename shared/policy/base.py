@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
+from schemas.messages import DEFAULT_PRIORITY
+
 if TYPE_CHECKING:
     from schemas import WorkerEvent
     from shared.profiles.format import ProfileSet
@@ -33,6 +35,9 @@ class PendingQuery(NamedTuple):
     #: the share of its SLO the transport takes outside compute (the core's `TransportBudget`: the hop to
     #: the worker, its start, the answer's way back); policies plan compute within the rest
     reserve_s: float = 0.0
+    #: its priority class, 1 (served first) to 9: the core's gate (`shared.serving.priorities`) decides
+    #: when a policy sees it; policies may ignore it
+    priority: int = DEFAULT_PRIORITY
 
     @property
     def deadline_s(self) -> float:

@@ -1,7 +1,7 @@
 """`SchedulerCore`: the one serving loop, driven by Kafka live and by a virtual clock in simulation.
 
-It admits queries (or says why not), keeps them in one arrival-ordered queue, drops those that can no
-longer finish in time, tracks workers from their events, re-queues the work of workers that were lost,
+It admits queries (or says why not), keeps them in one queue, shows the policy a lower priority class
+only while a higher one leaves room (`PriorityGate`), drops those that can no longer finish in time, tracks workers from their events, re-queues the work of workers that were lost,
 and asks the dispatch policy what to send where. It learns from every finished batch what the transport
 adds around a compute (`TransportBudget`) and gives each query the compute deadline that leaves it: the
 policies plan in the time the transport leaves them, without knowing Kafka. It reads time only from the
@@ -22,6 +22,7 @@ from shared.policy.base import Assignment, DispatchPolicy, FleetPlan, PendingQue
 from shared.profiles.format import VariantProfile
 from shared.profiles.measured import AnnouncedMeasurements
 from shared.serving.drift import DriftChange, ProfileDrift
+from shared.serving.priorities import PriorityGate
 from shared.serving.queue import AdmissionQueue, Queued
 from shared.serving.transport_budget import TransportBudget
 from shared.serving.wording import duration
@@ -41,6 +42,8 @@ class AdmissionRequest(Protocol):
     batch_size: int
     slo_ms: float
     accuracy_floor: float | None
+    #: its priority class (1 served first, 9 last), or None: its application's default
+    priority: int | None
     #: its OIP input tensors (``shape``, ``datatype``), or None
     inputs: Sequence[object] | None
     #: what its inputs add to a dispatched batch's message (bytes)
@@ -119,6 +122,13 @@ class CoreConfig:
     #: policy's batch beyond it is cut (what is cut off waits at the head of the queue for the next one),
     #: and a query beyond it alone is rejected at admission
     max_batch_payload_bytes: float = math.inf
+    #: the priority gate (`shared.serving.priorities`): the most lower-class work shown to the policy, as a
+    #: share of the tightest SLO of a higher class about (``math.inf``: no gate, every class shown at once,
+    #: the baseline of make bench-priorities); how long a class stays about after its latest query; and the
+    #: class of each application's queries that name none
+    priority_hold_share: float = 0.35
+    priority_memory_s: float = 60.0
+    application_priority: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: "Settings", *, batch_id_prefix: str) -> "CoreConfig":
@@ -130,7 +140,9 @@ class CoreConfig:
                    pipeline_partial_batches=settings.pipeline_partial_batches, learn_service_rate=True,
                    worker_timeout_s=settings.worker_timeout_s, batch_id_prefix=batch_id_prefix,
                    max_clock_skew_s=settings.max_clock_skew_s, duplicate_window_s=settings.duplicate_window_s,
-                   max_batch_payload_bytes=settings.max_batch_payload_bytes)
+                   max_batch_payload_bytes=settings.max_batch_payload_bytes,
+                   priority_hold_share=settings.priority_hold_share, priority_memory_s=settings.priority_memory_s,
+                   application_priority=settings.application_priority)
 
 
 @dataclass(slots=True)
@@ -237,6 +249,8 @@ class SchedulerCore:
         self.policy = policy
         self.config = config
         self.queue = AdmissionQueue()
+        self.priorities = PriorityGate(hold_share=config.priority_hold_share, memory_s=config.priority_memory_s,
+                                       defaults=config.application_priority)
         self.workers: dict[str, TrackedWorker] = {}
         #: how many workers compute for real (queries without inputs may not go there)
         self._real_workers = 0
@@ -326,17 +340,23 @@ class SchedulerCore:
         self._remember(query.query_id, now, delivery)
         arrival = min(query.sent_at, now)
         reserve = self._reserve_s(query.slo_ms)
+        priority = self.priorities.class_of(query.application, query.priority)
+        self.priorities.seen(query.application, priority, query.slo_ms, now)
         pending = PendingQuery(query.query_id, query.application, query.batch_size, arrival, query.slo_ms, candidates,
-                               reserve)
+                               reserve, priority)
         images = query.batch_size if query.inputs is not None and query.inputs[0].datatype == "BYTES" else 0
         fastest = self._fastest_s(candidates, query.batch_size, images)
         ahead_until = now + self.queue.rows_waiting(query.application) / self._capacity_rows_per_s(candidates)
         deadline = arrival + self.config.drop_after_slo_multiple * query.slo_ms / 1000.0
         last_start = deadline - fastest - reserve
         drop_at = last_start if ahead_until <= last_start else -math.inf
-        self.queue.push(Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until,
-                               resolution.note, query.payload_bytes, images))
-        self.policy.on_query_added(pending)
+        item = Queued(pending, payload, ack_token, now, fastest, deadline, drop_at, ahead_until, resolution.note,
+                      query.payload_bytes, images)
+        if self.priorities.bound_s(query.application, priority, now) < math.inf:
+            self.queue.hold(item)  # the next `step` shows it if the higher classes leave room
+        else:
+            self.queue.push(item)
+            self.policy.on_query_added(pending)
         return None
 
     # -- workers --------------------------------------------------------------------------------
@@ -505,12 +525,14 @@ class SchedulerCore:
         """Let go of the waiting queries whose message another scheduler owns now (``moved(delivery)``),
         unanswered: their messages were not acknowledged, so the new owner reads and serves them. Queries
         whose message was acknowledged already (put back from a lost worker) stay. Returns how many."""
-        gone = [query_id for query_id, item in self.queue.items.items()
-                if item.ack_token is not None and query_id in self._recent and moved(self._recent[query_id][1])]
-        for query_id in gone:
+        gone = [item for item in self.queue.waiting() if item.ack_token is not None
+                and item.pending.query_id in self._recent and moved(self._recent[item.pending.query_id][1])]
+        for item in gone:
+            query_id = item.pending.query_id
             self.queue.pop(query_id)
             del self._recent[query_id]  # should the partition come back, the query is admitted afresh
-            self.policy.on_query_removed(query_id)
+            if not item.held:
+                self.policy.on_query_removed(query_id)
         return len(gone)
 
     def apply_plan(self, plan: FleetPlan) -> None:
@@ -530,14 +552,19 @@ class SchedulerCore:
             for worker_id in silent:
                 self.worker_lost(worker_id)
         hopeless = self.queue.pop_hopeless(now)
-        if not hopeless and not (self.queue.items and self._any_takes_next(now)):
+        dropped = [(item, self._hopeless_reason(item)) for item in hopeless]
+        for item in hopeless:
+            if not item.held:
+                self.policy.on_query_removed(item.pending.query_id)
+        if self.queue.held:
+            dropped.extend(self._show_held(now))
+        if not dropped and not (self.queue.items and self._any_takes_next(now)):
             return _NOTHING
         dispatches: list[Dispatch] = []
-        dropped = [(item, self._hopeless_reason(item)) for item in hopeless]
         loads: list[tuple[str, str]] = []
-        for item in hopeless:
-            self.policy.on_query_removed(item.pending.query_id)
         for _ in range(len(self.workers) + 1):
+            if self.queue.held and dispatches:
+                dropped.extend(self._show_held(now))  # the batches sent leave room for more
             if not self.queue.items or not self._any_takes_next(now):
                 break
             decision = self.policy.decide(now, self.queue.view,
@@ -560,6 +587,42 @@ class SchedulerCore:
         return {**{app: 0 for app in self._catalogue.applications}, **self.queue.depth_by_application()}
 
     # -- internals ------------------------------------------------------------------------------
+    def _show_held(self, now: float) -> list[tuple[Queued, str]]:
+        """Show the policy the held queries the higher classes leave room for, highest class first and newest
+        first (the oldest have the least time left: under overload they are the ones shed); shed those that
+        could no longer start in time behind the work shown. Returns the shed."""
+        shed: list[tuple[Queued, str]] = []
+        for application in self.queue.held_applications():
+            for priority in self.queue.held_classes(application):
+                if not self._show_class(application, priority, now, shed):
+                    break  # the shown work is at this class's bound: the classes below it wait too
+        return shed
+
+    def _show_class(self, application: str, priority: int, now: float, shed: list[tuple[Queued, str]]) -> bool:
+        """Show ``application``'s held queries of class ``priority`` while the shown work is within the class's
+        bound (the work shown and what the soonest free worker was sent), shedding (into ``shed``) those that
+        would start too late. False: some stay held."""
+        bound = self.priorities.bound_s(application, priority, now)
+        while (item := self.queue.newest_held(application, priority)) is not None:
+            candidates = item.pending.candidate_variants
+            ahead_s = (self.queue.rows_waiting(application) / self._capacity_rows_per_s(candidates)
+                       + self._soonest_free_s(candidates, now))
+            if ahead_s > bound:
+                return False
+            if now + ahead_s > item.drop_at_s:
+                shed.append((self.queue.pop(item.pending.query_id), self._shed_reason(item)))
+            else:
+                self.queue.show(item.pending.query_id)
+                item.ahead_until_s = now + ahead_s
+                self.policy.on_query_added(item.pending)
+        return True
+
+    def _soonest_free_s(self, candidates: tuple[str, ...], now: float) -> float:
+        """How long until the first worker hosting a candidate finishes what it was sent: a query of a higher
+        class arriving now waits that long as well as for the work shown."""
+        return min((max(0.0, w.busy_until_s - now) if w.inflight else 0.0 for w in self.workers.values()
+                    if not set(candidates).isdisjoint(w.variants)), default=0.0)
+
     def _any_takes_next(self, now: float) -> bool:
         if self._idle:
             return True
@@ -644,7 +707,18 @@ class SchedulerCore:
             fastest = self._fastest[key] = min(latencies, default=0.0) / 1000.0
         return fastest
 
+    def _shed_reason(self, item: Queued) -> str:
+        """Why a query held back behind the priority gate is dropped: it can no longer start in time."""
+        query, now = item.pending, self._clock()
+        higher = self.priorities.higher_about(query.application, query.priority, now)
+        classes = "class " + ", ".join(map(str, higher)) if higher else "a higher class"
+        return (f"shed for higher priorities: held back {duration(now - item.admitted_s)} as priority class "
+                f"{query.priority} while {classes} of {query.application!r} kept the fleet busy, it can no longer "
+                f"start in time for its {query.slo_ms:g} ms SLO")
+
     def _hopeless_reason(self, item: Queued) -> str:
+        if item.held:
+            return self._shed_reason(item)
         now = self._clock()
         start = max(now, item.ahead_until_s)
         needs = [f"{item.fastest_s * 1000:.3g} ms on its fastest variant"]

@@ -23,6 +23,8 @@ class Workload:
     slo_ms: float
     #: variants that may serve each query, most preferred first
     candidate_variants: tuple[str, ...]
+    #: the priority class of its queries (1 served first, 9 last); None: its application's default
+    priority: int | None = None
 
     def __post_init__(self) -> None:
         if self.arrival_s.shape != self.batch_size.shape or self.arrival_s.ndim != 1:

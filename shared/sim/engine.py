@@ -105,6 +105,7 @@ class SimQuery(NamedTuple):
     #: the simulated client sends it as it arrives
     sent_at: float
     accuracy_floor: float | None = None
+    priority: int | None = None
     inputs: None = None
     #: the bytes its inputs would add to a batch's message: the core bounds a batch by their sum, live and here
     payload_bytes: int = 0
@@ -136,6 +137,8 @@ class SimResult:
     #: query index -> reason, for queries rejected, dropped (by the core or the policy) or left queued
     dropped: dict[int, str]
     worker_ids: tuple[str, ...]
+    #: each query's priority class (its workload's, else its application's default)
+    priority: np.ndarray
     #: (time, plan) of every plan applied
     plans: tuple[tuple[float, FleetPlan], ...] = ()
     #: every worker of the run: asked for, joined (NaN if never) and stopped (None if still running)
@@ -282,14 +285,18 @@ class Simulation:
         source = source[order]
         self.application = np.array([workloads[k].application for k in source], dtype=object)
         self.slo_ms = np.array([workloads[k].slo_ms for k in source], dtype=float)
+        priorities = [workloads[k].priority for k in source]
         catalogue = _catalogue(workloads, profiles)
         models = [_model_of(w, catalogue) for w in workloads]
         self.model = [models[k] for k in source]
-        self.query_fields = list(zip(self.application.tolist(), self.model, self.rows.tolist(), self.slo_ms.tolist()))
+        self.query_fields = list(zip(self.application.tolist(), self.model, self.rows.tolist(), self.slo_ms.tolist(),
+                                     priorities))
         self.deadline_s = (self.arrival + self.slo_ms / 1000.0).tolist()
         self.sent_at = self.arrival.tolist()
         self.now = 0.0
         self.core = SchedulerCore(policy, catalogue, config or CoreConfig(), clock=lambda: self.now)
+        self.priority = np.array([self.core.priorities.class_of(a, p) for a, p in zip(self.application, priorities)],
+                                 dtype=int)
         self.service = service or ProfileServiceTime(profiles)
         #: worker id -> the service times of a worker that measured its machine (`SimWorker.measured`)
         self.measured_service = {
@@ -368,7 +375,7 @@ class Simulation:
                 status, message = verdict
                 break
         left = len(self.core.queue)
-        for item in list(self.core.queue.items.values()):
+        for item in list(self.core.queue.waiting()):
             self.dropped[item.payload] = "never dispatched: the run ended with it queued"
         if status is SimStatus.COMPLETED and left:
             status, message = SimStatus.DIVERGED, f"{left} queries never dispatched"
@@ -377,7 +384,7 @@ class Simulation:
         return SimResult(status, message, self.application, self.slo_ms, self.arrival, np.array(self.start_s),
                          np.array(self.finish_s), np.array(self.served_by, dtype=np.int64),
                          np.array(self.variant_served, dtype=object), self.dropped,
-                         tuple(w.spec.worker_id for w in self.order), tuple(self.plans),
+                         tuple(w.spec.worker_id for w in self.order), self.priority, tuple(self.plans),
                          tuple(Lifetime(w.spec.worker_id, w.spec.device, w.requested_s, w.joined_s, w.stopped_s)
                                for w in self.order))
 
@@ -399,9 +406,10 @@ class Simulation:
 
     def _arrive(self, k: int) -> None:
         i = self.admit_order[k]
-        application, model, rows, slo_ms = self.query_fields[i]
+        application, model, rows, slo_ms, priority = self.query_fields[i]
         # the transport's own handle on a query: its index
-        rejection = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms, self.sent_at[i]), payload=i)
+        rejection = self.core.admit(SimQuery(str(i), application, model, rows, slo_ms, self.sent_at[i],
+                                             priority=priority), payload=i)
         if rejection is not None:
             self._drop(i, rejection.reason)
         self.counts[application] = self.counts.get(application, 0) + 1

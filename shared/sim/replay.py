@@ -78,21 +78,22 @@ def what_if_fleet(recorded: Sequence[RecordedWorker], counts: Mapping[str, int],
 
 
 def workloads_from(queries: Sequence[Query], catalogue: Catalogue, start_s: float) -> list[Workload]:
-    """One workload per (application, model, SLO), arrivals in seconds since ``start_s``.
+    """One workload per (application, model, SLO, priority class), arrivals in seconds since ``start_s``.
 
     A query's candidates are what its ``model`` names: one variant, or its family (an accuracy floor is
     not modelled: the simulator serves with every variant of the family).
     """
-    groups: dict[tuple[str, str, float], list[Query]] = {}
+    groups: dict[tuple[str, str, float, int | None], list[Query]] = {}
     for query in queries:
         model = query.model or catalogue.applications[query.application][0]
-        groups.setdefault((query.application, model, query.slo_ms), []).append(query)
+        groups.setdefault((query.application, model, query.slo_ms, query.priority), []).append(query)
     workloads = []
-    for (application, model, slo_ms), members in groups.items():
+    for (application, model, slo_ms, priority), members in groups.items():
         members.sort(key=lambda q: q.sent_at)
         candidates = (model,) if catalogue.profiles_of(model) else tuple(catalogue.variants_of(model))
         workloads.append(Workload(np.array([q.sent_at - start_s for q in members]),
-                                  np.array([q.batch_size for q in members]), application, slo_ms, candidates))
+                                  np.array([q.batch_size for q in members]), application, slo_ms, candidates,
+                                  priority))
     return workloads
 
 

@@ -81,8 +81,8 @@ def test_submit_takes_one_row_or_a_list_of_rows_per_json_line(tmp_path) -> None:
     one_row, two_rows = [[[0.0] * 8] * 8], [[[[0.0] * 8] * 8]] * 2  # a 1x8x8 row; a list of two
     (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(v) for v in (one_row, two_rows, {"inputs": one_row})))
     args = argparse.Namespace(inputs=tmp_path / "q.jsonl", application="digits", model=None, slo_ms=100.0,
-                              accuracy_floor=None)
-    assert [q.batch_size for q, _ in read_queries(args)] == [1, 2, 1]
+                              accuracy_floor=None, priority=2)
+    assert [(q.batch_size, q.priority) for q, _ in read_queries(args)] == [(1, 2), (2, 2), (1, 2)]
 
 
 def test_submit_sends_an_image_file_as_one_encoded_image(tmp_path) -> None:
@@ -92,7 +92,7 @@ def test_submit_sends_an_image_file_as_one_encoded_image(tmp_path) -> None:
 
     (tmp_path / "cat.JPG").write_bytes(b"\xff\xd8 the bytes of a JPEG")
     args = argparse.Namespace(inputs=tmp_path / "cat.JPG", application="photos", model=None, slo_ms=500.0,
-                              accuracy_floor=None)
+                              accuracy_floor=None, priority=None)
     [(query, binary)] = list(read_queries(args))
     assert query.inputs[0].datatype == "BYTES" and query.inputs[0].shape == [1] and query.batch_size == 1
     assert binary == (22).to_bytes(4, "little") + b"\xff\xd8 the bytes of a JPEG"

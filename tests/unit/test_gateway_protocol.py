@@ -55,6 +55,14 @@ def test_tritons_timeout_in_microseconds_is_the_slo_when_none_is_named() -> None
     assert read(body, None).query.slo_ms == 120.0
 
 
+
+@pytest.mark.parametrize(("given", "priority"), [(2, 2), (0, None), (None, None)])
+def test_the_priority_class_rides_in_the_parameters_as_triton_numbers_it(given, priority) -> None:
+    """Triton's clients send ``priority`` only when it is not 0, their "default"."""
+    body, _ = request({"parameters": {"priority": given},
+                       "inputs": [{"name": "input", "shape": [1, 8, 8], "datatype": "FP32", "data": [0.0] * 64}]})
+    assert read(body, None).query.priority == priority
+
 @pytest.mark.parametrize(("header", "binary", "length", "says"), [
     ({"inputs": []}, b"", None, "inputs"),
     ({"inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}] * 2}, b"", None, "2 inputs"),
@@ -64,8 +72,8 @@ def test_tritons_timeout_in_microseconds_is_the_slo_when_none_is_named() -> None
     ({"inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}]}, b"", "999", "999"),
     ({"inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}], "outputs": [{"name": "logits"}]},
      b"", None, "logits"),
-    ({"parameters": {"priority": 2}, "inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}]},
-     b"", None, "priorit"),
+    ({"parameters": {"priority": 12}, "inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}]},
+     b"", None, "priority"),
     ({"parameters": {"slo_ms": -5}, "inputs": [{"name": "a", "shape": [1], "datatype": "FP32", "data": [1.0]}]},
      b"", None, "slo_ms"),
 ])
