@@ -207,6 +207,10 @@ class Settings(BaseSettings):
     #: SHA-256 (hex) of each bearer token a gateway accepts -> the applications it may query (``"*"``: all),
     #: JSON; none: callers need no token (`services.gateway.access`)
     gateway_tokens: dict[str, list[str]] = Field(default_factory=dict)
+    #: ... and those stored in Redis (``meridian token add``), read again every ``gateway_token_refresh_s``:
+    #: a caller then always needs a token
+    gateway_redis_tokens: bool = False
+    gateway_token_refresh_s: float = Field(default=5.0, gt=0.0)
     #: requests a second each caller may send a gateway (a token bucket of ``gateway_burst``); None: no limit
     gateway_rate_per_s: float | None = Field(default=None, gt=0.0)
     gateway_burst: int = Field(default=20, ge=1)

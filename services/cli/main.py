@@ -8,6 +8,7 @@
     meridian register ...              register a model with the registry (model-less queries)
     meridian status                    workers, plans, queue depth, consumer lag
     meridian switch --application A --policy P   switch one application's dispatch policy while serving
+    meridian token add|revoke|list     the gateway's bearer tokens kept in Redis
 
 Every command takes --help. Settings come from MERIDIAN_* environment variables (shared.settings.Settings).
 The python -m services.<name> entry points stay for process managers.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from services.cli import serve, stack, status, submit
+from services.cli import serve, stack, status, submit, token
 from services.cli.common import CommandError, summary
 
 
@@ -62,6 +63,7 @@ def parser() -> argparse.ArgumentParser:
     add_pass_through(commands, "register")
     status.add_parser(commands)
     add_pass_through(commands, "switch")
+    token.add_parser(commands)
     return top
 
 

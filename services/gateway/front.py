@@ -17,12 +17,15 @@ from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import NamedTuple
 
+import redis
+
 from schemas import Result
 from services.gateway import protocol
 from services.gateway.access import Access
 from services.gateway.protocol import Admitted, InferRequest, Refusal
 from shared import metrics
 from shared.adapters.client import MeridianClient, QueryTooLarge
+from shared.adapters.token_store import RedisTokenStore
 from shared.catalogue import Catalogue
 from shared.settings import Settings
 
@@ -52,7 +55,8 @@ class Front:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: MeridianClient | None = None
         self._access = Access(settings.gateway_tokens, rate_per_s=settings.gateway_rate_per_s,
-                              burst=settings.gateway_burst)
+                              burst=settings.gateway_burst, stored=settings.gateway_redis_tokens)
+        self._token_refresh: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -64,11 +68,29 @@ class Front:
             log.warning("no gateway token is configured (MERIDIAN_GATEWAY_TOKENS): any caller may query every "
                         "application")
         self._loop = asyncio.get_running_loop()
+        if self.settings.gateway_redis_tokens:
+            store = RedisTokenStore(redis.Redis.from_url(self.settings.redis_url, socket_timeout=2.0))
+            await self._read_tokens(store)
+            self._token_refresh = asyncio.create_task(self._refresh_tokens(store))
         self._client = await asyncio.to_thread(MeridianClient, self.settings, own_only=True, on_result=self._answered)
 
     async def stop(self) -> None:
+        if self._token_refresh is not None:
+            self._token_refresh.cancel()
         if self._client is not None:
             await asyncio.to_thread(self._client.close)
+
+    async def _refresh_tokens(self, store: RedisTokenStore) -> None:
+        while True:
+            await asyncio.sleep(self.settings.gateway_token_refresh_s)
+            await self._read_tokens(store)
+
+    async def _read_tokens(self, store: RedisTokenStore) -> None:
+        """The tokens Redis holds now; on a failure, those read last (and the configured ones) stay."""
+        try:
+            self._access.use_stored(await asyncio.to_thread(store.read))
+        except (redis.RedisError, ValueError) as exc:
+            log.warning("could not read the gateway's tokens from Redis (the last read stay): %s", exc)
 
     def _answered(self, result: Result, received_at: float) -> None:
         """From the client's receiving thread: settle the request waiting for ``result``."""

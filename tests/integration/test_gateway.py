@@ -21,6 +21,7 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from services.cli.main import main as cli_main
 from services.demo.photos import InProcess
 from services.launcher import LocalLauncher, read_metric, wait_until
 from services.stack import LocalStack
@@ -254,6 +255,32 @@ def test_only_a_known_token_for_its_own_application_gets_in_and_no_refusal_reach
     result = client.infer("digits", [rows], headers={"Authorization": f"Bearer {TOKEN}"}, parameters={"slo_ms": 2000})
     assert result.as_numpy("predictions").tolist() == digits_in_process(result.get_response()["model_version"], ROWS[:1])
     assert sent_queries(secured) == 1
+
+
+STORED = 19513
+
+
+def test_a_token_added_in_redis_gets_in_and_once_revoked_no_longer(gateways, stack: LocalStack, tmp_path,
+                                                                   monkeypatch, capsys) -> None:
+    """``meridian token add`` stores a token's digest in Redis; a gateway reading Redis lets it in within its
+    refresh, and refuses it within the next once ``meridian token revoke`` forgot it."""
+    for name, value in stack.env.items():
+        if name.startswith("MERIDIAN_"):
+            monkeypatch.setenv(name, value)
+    assert cli_main(["token", "add", "--application", "digits"]) == 0
+    token = capsys.readouterr().out.strip().splitlines()[-1]
+    env = {**ENV, "MERIDIAN_GATEWAY_REDIS_TOKENS": "true", "MERIDIAN_GATEWAY_TOKEN_REFRESH_S": "0.5"}
+    rows, headers = [rows_input(ROWS[:1], binary=True)], {"Authorization": f"Bearer {token}"}
+    with LocalLauncher(stack.env, tmp_path) as launcher:
+        launcher.start_gateway(port=STORED, name="gateway-stored", extra_env=env)
+        client = oip.InferenceServerClient(f"127.0.0.1:{STORED}")
+        assert refusal(lambda: client.infer("digits", rows))[0] == "401", "a store always asks for a token"
+        assert refusal(lambda: client.infer("photos", rows, headers=headers))[0] == "403"
+        answer = client.infer("digits", rows, headers=headers, parameters={"slo_ms": 2000}, priority=2)
+        assert answer.get_response()["parameters"]["priority"] == 2
+        assert cli_main(["token", "revoke", token]) == 0
+        time.sleep(1.5)
+        assert refusal(lambda: client.infer("digits", rows, headers=headers))[0] == "401"
 
 
 def test_a_caller_over_its_rate_is_told_when_to_retry(secured: int) -> None:

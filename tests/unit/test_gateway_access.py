@@ -51,3 +51,14 @@ def test_without_a_rate_no_caller_is_counted() -> None:
     gate = Access({digest("a"): ["digits"]})
     assert all(gate.check("Bearer a", "digits", "h") is None for _ in range(1000))
     assert not gate._buckets
+
+
+def test_stored_tokens_join_the_configured_ones_and_a_store_always_asks_for_a_token() -> None:
+    gate = Access({digest("a"): ["digits"]}, stored=True)
+    gate.use_stored({digest("c"): ["photos"], digest("a"): ["*"]})
+    assert gate.check("Bearer c", "photos", "h") is None
+    assert gate.check("Bearer a", "photos", "h").status is HTTPStatus.FORBIDDEN, "the configuration wins"
+    gate.use_stored({})
+    assert gate.check("Bearer c", "photos", "h").status is HTTPStatus.UNAUTHORIZED, "revoked"
+    empty = Access({}, stored=True)
+    assert not empty.open and empty.check(None, "digits", "h").status is HTTPStatus.UNAUTHORIZED
