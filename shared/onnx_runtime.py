@@ -198,6 +198,20 @@ def session_io_names(session: ort.InferenceSession) -> tuple[str, str]:
     return session.get_inputs()[0].name, session.get_outputs()[0].name
 
 
+#: onnxruntime's names of the input types Meridian's queries carry (the Open Inference Protocol's FP32, FP16,
+#: INT64, INT32, UINT8) -> numpy's
+ONNX_INPUT_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
+                     "tensor(int32)": np.int32, "tensor(uint8)": np.uint8}
+
+
+def input_dtype(session: ort.InferenceSession) -> np.dtype:
+    """The numpy datatype of a session's first input (``ValueError`` for one no query can carry)."""
+    onnx_type = session.get_inputs()[0].type
+    if onnx_type not in ONNX_INPUT_DTYPES:
+        raise ValueError(f"the model takes {onnx_type}; Meridian's queries carry {', '.join(ONNX_INPUT_DTYPES)}")
+    return np.dtype(ONNX_INPUT_DTYPES[onnx_type])
+
+
 def run_batch(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
     """Run one batch through a single-input model and return its first output.
 
@@ -206,8 +220,8 @@ def run_batch(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
     session : onnxruntime.InferenceSession
         A session from `make_session`.
     inputs : numpy.ndarray
-        The batch, batch axis first (for the digits family: ``[N, 1, 8, 8]``). Converted to contiguous
-        float32 if it is not already.
+        The batch, batch axis first (for the digits family: ``[N, 1, 8, 8]``). Converted to a contiguous
+        array of the model's input datatype (`input_dtype`: float32 for most) if it is not one already.
 
     Returns
     -------
@@ -220,7 +234,7 @@ def run_batch(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
         `inputs` has a different rank than the model input, or an empty batch.
     """
     model_input = session.get_inputs()[0]
-    array = np.ascontiguousarray(inputs, dtype=np.float32)
+    array = np.ascontiguousarray(inputs, dtype=input_dtype(session))
     if array.ndim != len(model_input.shape):
         raise ValueError(
             f"`inputs` must have rank {len(model_input.shape)} ({model_input.shape}), got shape {array.shape}"

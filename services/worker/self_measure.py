@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from schemas import MachineDescription, MeasuredLatency
 from shared.modelzoo.profiler import BATCH_SIZES, measure_batch_latency, measure_image_prepare_ms, static_input_shape
+from shared.onnx_runtime import input_dtype
 from shared.profiles import ImagePreprocessing
 
 logger = logging.getLogger(__name__)
@@ -97,12 +98,13 @@ class MeasurementCache:
 def measure_session(session, *, max_batch: int, load_ms: float, images: ImagePreprocessing | None,
                     budget_s: float = MEASURE_BUDGET_S) -> MeasuredLatency:
     """What one variant's loaded ``session`` takes here (see the module's docstring)."""
-    shape = static_input_shape(session)
+    shape, dtype = static_input_shape(session), input_dtype(session)
     rng = np.random.default_rng(0)
     began = time.perf_counter()
     latencies: dict[int, float] = {}
     for batch in (b for b in BATCH_SIZES if b <= max_batch):
-        x = rng.standard_normal((batch, *shape)).astype(np.float32)
+        x = (rng.integers(0, 128, (batch, *shape)) if dtype.kind in "iu" else rng.standard_normal((batch, *shape))
+             ).astype(dtype)
         samples = measure_batch_latency(session, {batch: x}, num_warmup=1, num_repeats=REPEATS, num_rounds=1)
         latencies[batch] = statistics.median(samples[batch])
         if latencies[batch] > SLOW_BATCH_MS or time.perf_counter() - began > budget_s:
