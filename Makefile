@@ -8,7 +8,8 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: install install-dev models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
-        bench-autoscale bench-cost bench-faults bench-payload bench-machines bench-exactly-once bench-sim-core bench-fidelity bench-serving bench-scale clean
+        bench-autoscale bench-cost bench-faults bench-payload bench-machines bench-exactly-once bench-sim-core bench-fidelity bench-serving bench-scale \
+        bench-gateway bench-priorities clean
 
 # The runtime (serve, the client, the CLI); building models and the tests add torch and pytest.
 $(STAMP): pyproject.toml infra/install.sh
@@ -121,6 +122,22 @@ bench-serving: $(VAR)/models/.built
 
 bench-scale: $(VAR)/models/.built
 	$(PYTHON) -m bench.scale
+
+# Ray Serve, the peer bench-gateway measures beside the gateway (pyproject.toml's `peer` extra), in its own
+# venv because its pins clash with the runtime's (protobuf); onnxruntime (CPU) and numpy at the runtime's versions.
+PEER := $(VAR)/peer/.installed
+$(PEER): | $(STAMP)
+	$(PYTHON) -m venv $(VAR)/peer
+	$(VAR)/peer/bin/pip install --progress-bar off "ray[serve]==2.60.0" \
+	  $$($(PYTHON) -c 'import numpy, onnxruntime; print(f"onnxruntime=={onnxruntime.__version__} numpy=={numpy.__version__}")')
+	@touch $@
+
+# Meridian's gateway against Ray Serve (default and fastest mode), HTTP in and out, same model and load (~7 min).
+bench-gateway: $(VAR)/models/.built $(PEER)
+	$(PYTHON) -m bench.gateway
+
+bench-priorities: $(VAR)/models/.built
+	$(PYTHON) -m bench.priorities
 
 clean: stack-down
 	rm -rf $(VAR) bench/results

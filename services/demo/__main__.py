@@ -16,6 +16,9 @@ EfficientNet-Lite0, Lite1 or Lite2 on one onnxruntime worker, as each query's ac
 checked against the same variant run in this process and against what a person would call the photograph.
 Then a dozen more through the front door (`services.demo.front_door`): posted over HTTP to the gateway on the
 Open Inference Protocol, checked the same way.
+
+And a fourth (`services.demo.priorities`): one worker offered twice what it serves, 40% of its capacity in
+priority class 1 and the rest in class 9; the report says how each class fared.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from schemas import Query, Result
-from services.demo import bill, fcfs, front_door, photos
+from services.demo import bill, fcfs, front_door, photos, priorities
 from services.demo.report import Phase, format_rows, format_unanswered, most_accurate, phase_table, phases, plot
 from services.demo.workload import (APPLICATIONS, DIGITS_WORKER, EMULATED, SERVED, Sender, schedule, send_and_wait,
                                     top_capacity_qps, vision_rates)
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                              "following the load")
     parser.add_argument("--no-photos", action="store_true",
                         help="skip the third act: real photographs classified by a real onnxruntime worker")
+    parser.add_argument("--no-priorities", action="store_true",
+                        help="skip the fourth act: two priority classes on one overloaded worker")
     args, rest = parser.parse_known_args(argv)
     if args.fcfs:
         fcfs.main(rest)
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             second_act(stack, settings)
         if not args.no_photos:
             third_act(stack, settings)
+        if not args.no_priorities:
+            priorities.act(stack.env, settings, metrics_port=settings.scheduler_metrics_port)
     print("\ndemo finished; everything it started is stopped", flush=True)
     return 0
 

@@ -58,5 +58,7 @@ def main() -> None:
     grpc_port = settings.gateway_grpc_port if args.grpc_port is None else args.grpc_port
     log.warning("gateway serving the Open Inference Protocol on http://%s:%d/v2%s", settings.bind_host, port,
                 f" and gRPC {settings.bind_host}:{grpc_port}" if grpc_port else "")
+    # a listen queue as deep as the requests a gateway holds: aiohttp's 128 overflowed under an open-loop
+    # burst (make bench-gateway), and each connection the kernel dropped waited 1 s, then 3 s, to be sent again
     web.run_app(make_app(settings, Catalogue.from_settings(settings), grpc_port=grpc_port or None),
-                host=settings.bind_host, port=port, print=None, access_log=None)
+                host=settings.bind_host, port=port, print=None, access_log=None, backlog=settings.gateway_max_inflight)

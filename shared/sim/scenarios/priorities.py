@@ -16,6 +16,10 @@ from shared.sim.arrivals import Workload, poisson_arrivals
 from shared.sim.engine import SimResult
 
 
+#: the two classes
+HIGH, LOW = 1, 9
+
+
 @dataclass(frozen=True, slots=True)
 class ClassMix:
     """The offered load: ``load`` times ``capacity_qps`` in all, ``high_share`` of capacity in the high class."""
@@ -23,8 +27,8 @@ class ClassMix:
     capacity_qps: float
     load: float
     high_share: float = 0.4
-    high: int = 1
-    low: int = 9
+    high: int = HIGH
+    low: int = LOW
 
     @property
     def high_qps(self) -> float:
