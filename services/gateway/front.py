@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -145,7 +146,7 @@ class Front:
     def admit(self, request: InferRequest, binary: bytes, application: str, version: str | None) -> Admitted:
         """``request`` as a query of ``application`` under a fresh id of this gateway (`protocol.admit`)."""
         return protocol.admit(request, binary, query_id=f"{self._prefix}{next(self._ids)}", application=application,
-                              version=version, slo_ms=protocol.default_slo_ms(
+                              version=version, now_s=time.time(), slo_ms=protocol.default_slo_ms(
                                   self.catalogue, self.settings.application_slo_ms, application))
 
     async def answer(self, admitted: Admitted) -> Answered | Refusal:

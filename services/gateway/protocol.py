@@ -29,7 +29,8 @@ from shared.catalogue import Catalogue
 #: the request parameters Meridian reads, and what each means
 GOALS = {
     "slo_ms": "the latency goal in milliseconds (default: the application's SLO)",
-    "timeout": "Triton's name for the same goal, in microseconds (used when `slo_ms` is absent)",
+    "deadline": "the same goal as an absolute time, Unix seconds (used when `slo_ms` is absent)",
+    "timeout": "Triton's name for the goal, in microseconds (used when `slo_ms` and `deadline` are absent)",
     "accuracy_floor": "the least accuracy a serving variant may have, 0 to 1 (default: none)",
     "model": "a model family or variant of the application to serve with (default: any); "
              "the URL's `/versions/{variant}` says the same",
@@ -99,10 +100,10 @@ def parse_rest(body: bytes, header_length: str | None) -> tuple[InferRequest, by
 
 
 def admit(request: InferRequest, binary: bytes, *, query_id: str, application: str, version: str | None,
-          slo_ms: float | None) -> Admitted:
+          slo_ms: float | None, now_s: float) -> Admitted:
     """``request`` (with the ``binary`` data its inputs declare) as a query ``query_id`` of ``application``
     (``version``: the variant its URL or message names); ``slo_ms``: the application's default goal, if it
-    has one. Raises `BadRequest`."""
+    has one; ``now_s``: the time (Unix seconds) an absolute ``deadline`` counts from. Raises `BadRequest`."""
     if len(request.inputs) != 1:
         raise BadRequest(f"the request has {len(request.inputs)} inputs; Meridian's models take one")
     parameters = request.parameters or {}
@@ -113,7 +114,7 @@ def admit(request: InferRequest, binary: bytes, *, query_id: str, application: s
     if len(binary) != (tensor.binary_size or 0):
         raise BadRequest(f"the inputs declare {tensor.binary_size or 0} bytes of binary data, but the request "
                          f"carries {len(binary)}")
-    goal_ms = _slo_ms(parameters, slo_ms)
+    goal_ms = _slo_ms(parameters, slo_ms, now_s)
     if goal_ms is None:
         raise BadRequest(f"application {application!r} has no default SLO: name one in the parameters' `slo_ms`")
     goals = {"slo_ms": goal_ms, "accuracy_floor": parameters.get("accuracy_floor"),
@@ -138,9 +139,15 @@ def _header_end(header_length: str, body_length: int) -> int:
     return end
 
 
-def _slo_ms(parameters: Mapping[str, Any], default_ms: float | None) -> Any:
+def _slo_ms(parameters: Mapping[str, Any], default_ms: float | None, now_s: float) -> Any:
     if parameters.get("slo_ms") is not None:
         return parameters["slo_ms"]
+    deadline = parameters.get("deadline")
+    if isinstance(deadline, (int, float)) and not isinstance(deadline, bool):
+        if deadline <= now_s:
+            raise BadRequest(f"the request's deadline passed {now_s - deadline:.3f} s before the gateway read it",
+                             HTTPStatus.GATEWAY_TIMEOUT)
+        return (deadline - now_s) * 1000.0
     timeout_us = parameters.get("timeout")
     if isinstance(timeout_us, (int, float)) and not isinstance(timeout_us, bool) and timeout_us > 0:
         return timeout_us / 1000.0
@@ -195,7 +202,8 @@ def answer_parameters(result: Result, sent: Query, received_at: float) -> dict[s
     compute_ms = None if stamps.compute_started is None or stamps.compute_finished is None \
         else round((stamps.compute_finished - stamps.compute_started) * 1000.0, 3)
     parameters = {"variant": result.variant, "worker": result.worker_id, "device": result.device,
-                  "emulated": result.emulated, "priority": result.priority, "latency_ms": round(latency_ms, 3), "compute_ms": compute_ms,
+                  "emulated": result.emulated, "priority": result.priority, "latency_ms": round(latency_ms, 3),
+                  "compute_ms": compute_ms,
                   "within_slo": latency_ms <= sent.slo_ms, "cost_dollars": result.cost_dollars, "note": result.note}
     return {k: v for k, v in parameters.items() if v is not None}
 

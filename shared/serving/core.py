@@ -1,10 +1,11 @@
 """`SchedulerCore`: the one serving loop, driven by Kafka live and by a virtual clock in simulation.
 
-It admits queries (or says why not), keeps them in one queue, shows the policy a lower priority class
-only while a higher one leaves room (`PriorityGate`), drops those that can no longer finish in time, tracks workers from their events, re-queues the work of workers that were lost,
-and asks the dispatch policy what to send where. It learns from every finished batch what the transport
-adds around a compute (`TransportBudget`) and gives each query the compute deadline that leaves it: the
-policies plan in the time the transport leaves them, without knowing Kafka. It reads time only from the
+It admits queries (or says why not), keeps them in one queue, shows the policy a lower priority class only
+while a higher one leaves room (`PriorityGate`), drops those that can no longer finish in time, tracks
+workers from their events, re-queues the work of workers that were lost, and asks the dispatch policy what
+to send where. It learns from every finished batch what the transport adds around a compute
+(`TransportBudget`) and gives each query the compute deadline that leaves it: the policies plan in the time
+the transport leaves them, without knowing Kafka. It reads time only from the
 clock it is given and never does I/O: its answer to each `step` is a `Step`, which the caller carries out.
 """
 from __future__ import annotations

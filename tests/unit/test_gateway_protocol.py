@@ -25,7 +25,7 @@ def request(header: dict, binary: bytes = b"") -> tuple[bytes, str | None]:
 
 def read(body: bytes, header_length: str | None, **given) -> protocol.Admitted:
     return admit(*parse_rest(body, header_length), **{"query_id": "gw-1", "application": "digits", "version": None,
-                                                       "slo_ms": 50.0, **given})
+                                                       "slo_ms": 50.0, "now_s": 1000.0, **given})
 
 
 def test_a_binary_input_is_carried_as_sent_and_the_goals_ride_in_the_parameters() -> None:
@@ -54,6 +54,16 @@ def test_tritons_timeout_in_microseconds_is_the_slo_when_none_is_named() -> None
                        "inputs": [{"name": "input", "shape": [1, 8, 8], "datatype": "FP32", "data": [0.0] * 64}]})
     assert read(body, None).query.slo_ms == 120.0
 
+
+
+def test_an_absolute_deadline_is_the_slo_left_and_one_passed_is_a_504() -> None:
+    row = {"name": "input", "shape": [1, 8, 8], "datatype": "FP32", "data": [0.0] * 64}
+    body, _ = request({"parameters": {"deadline": 1000.25, "timeout": 9_000_000}, "inputs": [row]})
+    assert read(body, None).query.slo_ms == pytest.approx(250.0)
+    body, _ = request({"parameters": {"deadline": 999.5}, "inputs": [row]})
+    with pytest.raises(BadRequest, match="deadline passed 0.500 s") as refused:
+        read(body, None)
+    assert refused.value.status is HTTPStatus.GATEWAY_TIMEOUT
 
 
 @pytest.mark.parametrize(("given", "priority"), [(2, 2), (0, None), (None, None)])
