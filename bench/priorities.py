@@ -18,23 +18,17 @@ Writes ``bench/results/priorities.json`` and draws ``bench/results/priorities.pn
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.common import RESULTS_DIR, save_figure, write_result
-from services.demo.priorities import (APPLICATION, DEVICE, FAMILY, SLO_MS, VARIANT, LiveOutcome, capacity_qps, describe,
-                                      plan, policy_settings, running, serve)
-from services.replay.comparison import sim_config, sim_policy
+from services.demo.priorities import (APPLICATION, FAMILY, SLO_MS, LiveOutcome, capacity_qps, describe, plan, running,
+                                      serve, simulated)
 from services.stack import LocalStack
 from shared.catalogue import Catalogue
-from shared.serving.service_time import ProfileServiceTime
 from shared.settings import Settings
-from shared.sim.engine import simulate
-from shared.sim.scenarios.priorities import ClassMix, ClassOutcome, sim_class_outcomes, workloads
-from shared.sim.workers import SimWorker
+from shared.sim.scenarios.priorities import ClassMix, ClassOutcome
 
 POLICIES = ("fcfs", "kairos", "infaas", "proteus")
 LOADS = (1.0, 2.0, 3.0)
@@ -52,24 +46,6 @@ def live_policy(stack: LocalStack, policy: str, points: dict[float, list[tuple[f
             print(f"{policy} live {load:g}x: {describe(out[load].classes)}, {out[load].shed} shed; the high "
                   f"class's misses: {out[load].high_missed}", flush=True)
     return out
-
-
-# -- simulated ---------------------------------------------------------------------------------------------------
-def simulated(policy: str, catalogue: Catalogue, mix: ClassMix, duration_s: float, seed: int, *,
-              gate: bool) -> dict[int, ClassOutcome]:
-    """The mix in the simulator, with the live run's settings; ``gate=False``: every class shown at once."""
-    settings = Settings().model_copy(update=policy_settings(policy))
-    dispatch, controller = sim_policy(policy, settings, catalogue)
-    config = sim_config(settings, ideal=True)
-    if not gate:
-        config = dataclasses.replace(config, priority_hold_share=math.inf)
-    loads = workloads(mix, application=APPLICATION, slo_ms=SLO_MS, candidates=(VARIANT,), duration_s=duration_s,
-                      seed=seed)
-    result = simulate(loads, [SimWorker("w0", DEVICE, (VARIANT,), catalogue.profile(VARIANT, DEVICE).max_batch)],
-                      dispatch, catalogue.profiles, service=ProfileServiceTime(catalogue.profiles, sampled=True),
-                      controller=controller, control_interval_s=settings.load_stats_interval_s, config=config,
-                      fleet_follows_plans=False, seed=seed)
-    return sim_class_outcomes(result, duration_s)
 
 
 # -- the report ----------------------------------------------------------------------------------------------------

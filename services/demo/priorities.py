@@ -3,12 +3,14 @@
 One application (``vision``, EfficientNet-Lite0 pinned, a 200 ms SLO) on one worker that emulates ``cpu-1t``
 from its measured profile (about 110 q/s at its best batch): a high class (1) at 40% of that capacity and
 a low class (9) making up the rest of an offered load of 1x-3x capacity, both Poisson
-(`shared.sim.scenarios.priorities`), sent open loop. The high class should keep its SLO: the serving core's
+(`shared.sim.scenarios.priorities`), sent open loop; or served by the same policy in the simulator
+(`simulated`). The high class should keep its SLO: the serving core's
 priority gate (`shared.serving.priorities`) shows the policy the low class only while the high class leaves
 room, and sheds what can no longer start in time.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import uuid
@@ -22,12 +24,17 @@ import numpy as np
 
 from schemas import Query, ResultStatus
 from services.launcher import LocalLauncher
+from services.replay.comparison import sim_config, sim_policy
 from services.serve_config import settings_env
 from shared.adapters.client import MeridianClient
 from shared.catalogue import Catalogue
+from shared.serving.service_time import ProfileServiceTime
 from shared.serving.wording import reason_kind
 from shared.settings import Settings
-from shared.sim.scenarios.priorities import HIGH, ClassMix, ClassOutcome, class_outcomes, workloads
+from shared.sim.engine import simulate
+from shared.sim.scenarios.priorities import (HIGH, ClassMix, ClassOutcome, class_outcomes, sim_class_outcomes,
+                                             workloads)
+from shared.sim.workers import SimWorker
 
 APPLICATION, FAMILY, VARIANT, DEVICE = "vision", "efficientnet-lite", "efficientnet-lite0", "cpu-1t"
 SLO_MS = 200.0
@@ -50,6 +57,25 @@ def capacity_qps(catalogue: Catalogue) -> float:
     """Queries a second the worker serves at one row each, at its best batch size."""
     profile = catalogue.profile(VARIANT, DEVICE)
     return max(batch / latency_ms * 1000.0 for batch, latency_ms in profile.batch_latency_ms.items())
+
+
+def simulated(policy: str, catalogue: Catalogue, mix: ClassMix, duration_s: float, seed: int, *,
+              gate: bool = True) -> dict[int, ClassOutcome]:
+    """How each class of ``mix`` fares in the simulator, served by ``policy`` built as the live scheduler (and
+    planner) builds it from the live run's settings, on an ideal machine (no Kafka hops); ``gate=False``: every
+    class shown to the policy at once, the baseline."""
+    settings = Settings().model_copy(update=policy_settings(policy))
+    dispatch, controller = sim_policy(policy, settings, catalogue)
+    config = sim_config(settings, ideal=True)
+    if not gate:
+        config = dataclasses.replace(config, priority_hold_share=math.inf)
+    loads = workloads(mix, application=APPLICATION, slo_ms=SLO_MS, candidates=(VARIANT,), duration_s=duration_s,
+                      seed=seed)
+    result = simulate(loads, [SimWorker("w0", DEVICE, (VARIANT,), catalogue.profile(VARIANT, DEVICE).max_batch)],
+                      dispatch, catalogue.profiles, service=ProfileServiceTime(catalogue.profiles, sampled=True),
+                      controller=controller, control_interval_s=settings.load_stats_interval_s, config=config,
+                      fleet_follows_plans=False, seed=seed)
+    return sim_class_outcomes(result, duration_s)
 
 
 def plan(mix: ClassMix, duration_s: float, seed: int) -> list[tuple[float, int]]:

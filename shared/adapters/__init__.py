@@ -5,7 +5,8 @@
 * `dead_letter` - dead-letter copies of inputs that could not be processed;
 * `client` - `MeridianClient`: send queries, receive exactly one final result per query;
 * `infaas_store` - `RedisMetadataStore`, INFaaS's `shared.infaas.metadata.MetadataStore` on Redis;
-* `ramsis_store` - `RedisPolicyStore`, RAMSIS policy sets in Redis.
+* `ramsis_store` - `RedisPolicyStore`, RAMSIS policy sets in Redis;
+* `token_store` - `RedisTokenStore`, the gateway's bearer tokens (their digests) in Redis.
 
 The package imports none of them, so importing one adapter pulls in only its own client library.
 """

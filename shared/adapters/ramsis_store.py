@@ -14,14 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from shared.adapters.redis_text import text
 from shared.ramsis.policy import PolicySet, RamsisPolicy
 
 if TYPE_CHECKING:
     import redis
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class RedisPolicyStore:
@@ -76,10 +73,10 @@ class RedisPolicyStore:
     def load(self, name: str) -> PolicySet:
         """The set ``name`` (empty when there is none)."""
         fields = self._redis.hgetall(self._set_key(name))
-        return PolicySet(RamsisPolicy.from_json(_text(value)) for value in fields.values())
+        return PolicySet(RamsisPolicy.from_json(text(value)) for value in fields.values())
 
     def names(self) -> list[str]:
-        return sorted(_text(n) for n in self._redis.smembers(self._names_key))
+        return sorted(text(n) for n in self._redis.smembers(self._names_key))
 
 
 def policy_set_reader(redis_url: str) -> Callable[[str], PolicySet]:

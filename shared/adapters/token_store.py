@@ -16,6 +16,8 @@ import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from shared.adapters.redis_text import text
+
 if TYPE_CHECKING:
     import redis
 
@@ -47,8 +49,4 @@ class RedisTokenStore:
 
     def read(self) -> dict[str, list[str]]:
         """Every stored digest and its applications."""
-        return {_text(digest): json.loads(apps) for digest, apps in self._redis.hgetall(self._key).items()}
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+        return {text(digest): json.loads(apps) for digest, apps in self._redis.hgetall(self._key).items()}

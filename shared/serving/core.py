@@ -621,8 +621,9 @@ class SchedulerCore:
     def _soonest_free_s(self, candidates: tuple[str, ...], now: float) -> float:
         """How long until the first worker hosting a candidate finishes what it was sent: a query of a higher
         class arriving now waits that long as well as for the work shown."""
+        wanted = set(candidates)
         return min((max(0.0, w.busy_until_s - now) if w.inflight else 0.0 for w in self.workers.values()
-                    if not set(candidates).isdisjoint(w.variants)), default=0.0)
+                    if not wanted.isdisjoint(w.variants)), default=0.0)
 
     def _any_takes_next(self, now: float) -> bool:
         if self._idle:

@@ -60,13 +60,15 @@ class PriorityGate:
     def bound_s(self, application: str, priority: int, now_s: float) -> float:
         """The most shown work (seconds of the fleet's time) a query of ``priority`` may join: a share of the
         tightest SLO of the higher classes about, or infinite when none is (it is never held)."""
-        horizon = now_s - self.memory_s
-        slos = [seen.slo_ms for higher, seen in self._seen.get(application, {}).items()
-                if higher < priority and seen.at_s >= horizon]
+        slos = self._higher_about(application, priority, now_s).values()
         return self.hold_share * min(slos) / 1000.0 if slos else math.inf
 
     def higher_about(self, application: str, priority: int, now_s: float) -> list[int]:
         """The higher classes of ``application`` about now, highest first (for a shed query's reason)."""
+        return sorted(self._higher_about(application, priority, now_s))
+
+    def _higher_about(self, application: str, priority: int, now_s: float) -> dict[int, float]:
+        """Class -> latest SLO of each class of ``application`` above ``priority`` that is about now."""
         horizon = now_s - self.memory_s
-        return sorted(higher for higher, seen in self._seen.get(application, {}).items()
-                      if higher < priority and seen.at_s >= horizon)
+        return {higher: seen.slo_ms for higher, seen in self._seen.get(application, {}).items()
+                if higher < priority and seen.at_s >= horizon}

@@ -3,21 +3,16 @@ a higher one is about, is shed when it can no longer start in time, and one clas
 simulated with every policy that plans without a store, the high class keeps its SLO at 1x-3x capacity."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
 
 from schemas import BatchFinished
-from services.replay.comparison import sim_config, sim_policy
+from services.demo import priorities as act
 from shared.catalogue import Catalogue
-from shared.profiles.format import ProfileSet
 from shared.serving.priorities import PriorityGate
-from shared.serving.service_time import ProfileServiceTime
-from shared.settings import REPO_ROOT, Settings
-from shared.sim.engine import simulate
-from shared.sim.scenarios.priorities import ClassMix, sim_class_outcomes, workloads
-from shared.sim.workers import SimWorker
+from shared.settings import Settings
+from shared.sim.scenarios.priorities import ClassMix
 from tests.unit.test_serving_core import Harness, heartbeat, make_query
 
 
@@ -96,32 +91,21 @@ def test_a_released_partitions_held_queries_go_with_it() -> None:
 
 # -- simulated: the issue's scenario, with the policies as the live scheduler builds them ----------------------
 
-VARIANT, SLO_MS, DURATION_S = "efficientnet-lite0", 200.0, 30.0
+DURATION_S = 30.0
 
 
 @pytest.fixture(scope="module")
 def vision():
-    profiles = ProfileSet.load(REPO_ROOT / "profiles" / "efficientnet-lite.json")
-    catalogue = Catalogue(profiles, {"vision": ["efficientnet-lite"]})
-    settings = Settings(applications={"vision": ["efficientnet-lite"]})
-    capacity = 1000.0 / profiles.get(VARIANT, "cpu-1t").latency_ms(1)
-    return profiles, catalogue, settings, capacity
+    """The demo's fourth act: one worker emulating cpu-1t with EfficientNet-Lite0, and its capacity at one row
+    a batch (what it serves while a deadline keeps its batches small)."""
+    catalogue = Catalogue.from_settings(Settings().model_copy(update=act.policy_settings("fcfs")))
+    return catalogue, 1000.0 / catalogue.profile(act.VARIANT, act.DEVICE).latency_ms(1)
 
 
 def served_by_class(vision, policy_name: str, load: float, *, gate: bool = True):
-    profiles, catalogue, settings, capacity = vision
+    catalogue, capacity = vision
     mix = ClassMix(capacity, load)
-    policy, controller = sim_policy(policy_name, settings, catalogue)
-    config = sim_config(settings, ideal=True)
-    if not gate:
-        config = dataclasses.replace(config, priority_hold_share=math.inf)
-    result = simulate(workloads(mix, application="vision", slo_ms=SLO_MS, candidates=(VARIANT,), duration_s=DURATION_S,
-                                seed=1),
-                      [SimWorker("w0", "cpu-1t", (VARIANT,), 64)], policy, profiles,
-                      service=ProfileServiceTime(profiles, sampled=True), controller=controller,
-                      control_interval_s=settings.load_stats_interval_s, config=config, fleet_follows_plans=False,
-                      seed=0)
-    return mix, sim_class_outcomes(result, DURATION_S)
+    return mix, act.simulated(policy_name, catalogue, mix, DURATION_S, seed=1, gate=gate)
 
 
 @pytest.mark.parametrize("load", [1.0, 2.0, 3.0])
