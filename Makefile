@@ -9,7 +9,7 @@ export PYTHONUNBUFFERED := 1
 .PHONY: install install-dev models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
         bench-autoscale bench-cost bench-faults bench-payload bench-machines bench-exactly-once bench-sim-core bench-fidelity bench-serving bench-scale \
-        bench-gateway bench-priorities clean
+        bench-gateway bench-priorities bench-gpu clean
 
 # The runtime (serve, the client, the CLI); building models and the tests add torch and pytest.
 $(STAMP): pyproject.toml infra/install.sh
@@ -116,6 +116,12 @@ bench-payload: $(VAR)/models/.built
 # who serves what when two real workers (one thread, two threads) announce their measurements (live, alone).
 bench-machines: $(VAR)/models/.built
 	$(PYTHON) -m bench.machines
+
+# On a machine with a GPU (<= 5 min): CUDA against the CPU per variant and batch, fp16 against fp32, then a
+# minute of real photographs served at 0.6x the GPU worker's capacity. Without one it says so and fails;
+# `python -m bench.gpu --rehearse` runs it with the CPU standing in, to check the bench itself.
+bench-gpu: $(VAR)/models/.built
+	$(PYTHON) -m bench.gpu
 
 bench-serving: $(VAR)/models/.built
 	$(PYTHON) -m bench.serving

@@ -338,7 +338,8 @@ class MachineDescription(BaseModel):
 
 class MeasuredLatency(BaseModel):
     """One variant's latency as a real worker measured it on its own machine (milliseconds): per batch size
-    it ran, the time to load it, and the time to decode and prepare one encoded image where it takes them."""
+    it ran, the time to load it, and the time to decode and prepare one encoded image where it takes them;
+    on a GPU, the memory (MiB) its session held once its largest measured batch had run."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -346,6 +347,7 @@ class MeasuredLatency(BaseModel):
                            Annotated[float, Field(gt=0.0, allow_inf_nan=False)]] = Field(min_length=1, max_length=16)
     load_latency_ms: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     image_prepare_ms: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    device_memory_mb: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
 
 
 class WorkerHeartbeat(_Message):

@@ -119,13 +119,15 @@ class LocalLauncher:
     def start_worker(self, worker_id: str, *, variants: list[str], metrics_port: int,
                      emulate: str | None = None, profile_source: str = "dir",
                      max_batch: int | None = None, ready_at: float | None = None, threads: int | None = None,
-                     extra_env: dict[str, str] | None = None) -> ManagedProcess:
+                     provider: str | None = None, extra_env: dict[str, str] | None = None) -> ManagedProcess:
         args = ["--worker-id", worker_id, "--variants", ",".join(variants), "--metrics-port", str(metrics_port),
                 "--profile-source", profile_source]
         if emulate:
             args += ["--emulate", emulate]
         if threads is not None:
             args += ["--threads", str(threads)]
+        if provider is not None:
+            args += ["--provider", provider]
         if ready_at is not None:
             args += ["--ready-at", f"{ready_at:.3f}"]
         if max_batch:

@@ -70,6 +70,19 @@ def _cpu_name() -> str:
     return (platform.processor() or platform.machine() or "CPU")[:200]
 
 
+def gpu_memory_used_mb() -> float | None:
+    """The first GPU's memory in use now (MiB, all processes), from ``nvidia-smi``; None without it."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True).stdout
+        return float(out.splitlines()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
 def _gpu_name_and_memory() -> tuple[str, int | None]:
     """The first GPU's name and memory (MiB) from ``nvidia-smi``; ``("CUDA GPU", None)`` without it."""
     smi = shutil.which("nvidia-smi")

@@ -182,6 +182,9 @@ class Settings(BaseSettings):
     #: a real worker measures the variants it starts with on its own machine (cached under
     #: ``<var_dir>/measured/``, so a restart does not measure again) and the scheduler serves them by it
     worker_self_measure: bool = True
+    #: the share of its GPU's memory a worker on CUDA may fill with loaded variants (`shared.device_memory`);
+    #: a load past it is refused
+    worker_gpu_memory_share: float = Field(default=0.9, gt=0.0, le=1.0)
     #: workers the fleet service starts get metrics ports from here upwards
     fleet_metrics_port_base: int = 9200
     scheduler_metrics_port: int = 9101

@@ -72,15 +72,16 @@ def fields(settings: Settings) -> Settings:
 
 @contextmanager
 def started(stack_env: dict[str, str], log_dir: Path, *, metrics_port: int, policy: str = FIELDS["scheduler_policy"],
-            gateway_port: int | None = None) -> Iterator[ManagedProcess]:
+            gateway_port: int | None = None, provider: str | None = None) -> Iterator[ManagedProcess]:
     """A scheduler (INFaaS unless ``policy`` says otherwise: one that needs no planner or offline policy
-    set) and the real worker holding Lite0, Lite1 and Lite2, heard from, and an Open Inference Protocol
-    gateway on ``gateway_port`` if one is given: the worker."""
+    set) and the real worker holding Lite0, Lite1 and Lite2 (on ``provider``, ``cpu`` or ``cuda``, if one is
+    named; else the best that runs here), heard from, and an Open Inference Protocol gateway on
+    ``gateway_port`` if one is given: the worker."""
     env = {**stack_env, **settings_env({**FIELDS, "scheduler_policy": policy})}
     with LocalLauncher(env, log_dir) as launcher:
         scheduler = launcher.start_scheduler(metrics_port=metrics_port)
         worker = launcher.start_worker(WORKER, variants=[v.name for v in efficientnet.VARIANTS],
-                                       metrics_port=metrics_port + 1)
+                                       metrics_port=metrics_port + 1, provider=provider)
         launcher.wait_for_workers(scheduler, 1, timeout_s=120)
         if gateway_port is not None:
             launcher.start_gateway(port=gateway_port)
@@ -89,9 +90,11 @@ def started(stack_env: dict[str, str], log_dir: Path, *, metrics_port: int, poli
 
 @contextmanager
 def running(stack_env: dict[str, str], log_dir: Path, settings: Settings, *, metrics_port: int,
-            policy: str = FIELDS["scheduler_policy"], gateway_port: int | None = None) -> Iterator[MeridianClient]:
+            policy: str = FIELDS["scheduler_policy"], gateway_port: int | None = None,
+            provider: str | None = None) -> Iterator[MeridianClient]:
     """`started`, and a client of ``photos``."""
-    with started(stack_env, log_dir, metrics_port=metrics_port, policy=policy, gateway_port=gateway_port), \
+    with started(stack_env, log_dir, metrics_port=metrics_port, policy=policy, gateway_port=gateway_port,
+                 provider=provider), \
             MeridianClient(fields(settings), applications=[APPLICATION]) as client:
         yield client
 

@@ -47,6 +47,7 @@ from shared.adapters.dead_letter import describe_validation_error, publish_dead_
 from shared.adapters.kafka_io import ensure_core_topics
 from shared.adapters.rdkafka import RdProducer, assign_at_committed, make_rd_consumer, poll_messages
 from shared.device_identity import device_price
+from shared.onnx_runtime import PROVIDER_NAMES, provider_named
 from shared.profiles.sources import load_profile_source
 from shared.serving.expiry import expired_reason, split_by_deadline
 from shared.settings import Settings
@@ -270,8 +271,9 @@ def bootstrap(args: argparse.Namespace, settings: Settings) -> tuple[WorkerConte
         executor: Executor = EmulatedExecutor(profiles, args.emulate, seed=args.seed)
     else:
         cache = MeasurementCache(settings.var_dir / "measured") if settings.worker_self_measure else None
-        executor = OnnxExecutor(settings.models_dir, threads=args.threads, device=args.device, images=images,
-                                cache=cache, max_batch=args.max_batch or 64)
+        executor = OnnxExecutor(settings.models_dir, threads=args.threads, device=args.device,
+                                provider=args.provider and provider_named(args.provider), images=images, cache=cache,
+                                max_batch=args.max_batch or 64, gpu_memory_share=settings.worker_gpu_memory_share)
         logger.info("worker %s computes on %s: %s, %d thread(s)%s", args.worker_id, executor.device,
                     executor.machine.name, executor.machine.threads,
                     f", {executor.machine.memory_mb} MiB" if executor.machine.memory_mb else "")
@@ -306,6 +308,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", metavar="KEY", default=None,
                         help="the device key a real worker is scheduled and billed as (default: derived from "
                              "the machine it finds: cpu-<threads>t, gpu-<name>)")
+    parser.add_argument("--provider", choices=sorted(PROVIDER_NAMES), default=None,
+                        help="compute on this onnxruntime provider (default: CUDA where it really runs, else the CPU)")
     parser.add_argument("--profile-source", default="dir", help="'dir' (profiles/*.json) or 'kairos' (authors' data)")
     parser.add_argument("--max-batch", type=int, default=None,
                         help="most rows per batch (default: the largest profiled batch of the device, else 64)")

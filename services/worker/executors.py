@@ -3,7 +3,8 @@
 A real executor first prepares each query's input alone (`prepare`): a numeric tensor as it is, encoded
 images decoded and prepared as the variant's profile says (`shared.imaging`), so a query whose input is
 bad is answered ``error`` alone and the rest of its batch runs. It finds out what machine it runs on
-(`shared.device_identity`) and measures its variants there (`self_measure`)."""
+(`shared.device_identity`) and measures its variants there (`self_measure`); on a GPU, the variants it
+holds are bounded by the GPU's memory (`shared.device_memory`)."""
 from __future__ import annotations
 
 import logging
@@ -16,7 +17,8 @@ import numpy as np
 from schemas import MachineDescription, MeasuredLatency
 from services.worker.self_measure import MeasurementCache, describe, measure_session, model_digest
 from shared import imaging
-from shared.device_identity import describe_machine, device_key
+from shared.device_identity import describe_machine, device_key, gpu_memory_used_mb
+from shared.device_memory import DeviceMemory, DeviceMemoryFull, footprint_mb
 from shared.profiles import ImagePreprocessing, ProfileSet
 from shared.serving.service_time import ProfileServiceTime
 from shared.tensors import QueryInputs, to_array, to_elements
@@ -63,28 +65,34 @@ class Executor(ABC):
 
 class OnnxExecutor(Executor):
     """Real inference with onnxruntime on the best provider that runs here (CUDA where it really works,
-    else the CPU with ``threads`` intra-op threads: one is fastest on a shared 2-core box).
+    else the CPU with ``threads`` intra-op threads: one is fastest on a shared 2-core box), or on the one
+    ``provider`` names.
 
     Its device key is derived from the machine it finds (``cpu-<threads>t``, ``gpu-<name>``) unless
     ``device`` names one. With a `MeasurementCache`, a variant loaded with ``measure`` is measured here
     (once: later loads, and other workers of this machine, read the cache), and any variant loaded is
-    announced by the latency the cache holds for it.
+    announced by the latency the cache holds for it. On a GPU whose memory is known, the variants loaded
+    hold at most ``gpu_memory_share`` of it.
     """
 
     emulated = False
 
-    def __init__(self, models_dir: Path, *, threads: int = 1, device: str | None = None,
+    def __init__(self, models_dir: Path, *, threads: int = 1, device: str | None = None, provider: str | None = None,
                  images: dict[str, ImagePreprocessing] | None = None, cache: MeasurementCache | None = None,
-                 max_batch: int = 64) -> None:
+                 max_batch: int = 64, gpu_memory_share: float = 0.9) -> None:
         # what loading a variant imports (onnx reads its recorded optimization level, ~0.9 s to import),
         # imported now, at the worker's start, not inside the first load a waiting query pays for
         import onnx  # noqa: F401
 
-        from shared.onnx_runtime import usable_providers
-        self._provider = usable_providers()[0]
+        from shared.onnx_runtime import CUDA_PROVIDER, usable_providers
+        if provider is not None and provider not in usable_providers():
+            raise ExecutionError(f"provider {provider} does not run here; usable: {', '.join(usable_providers())}")
+        self._provider = provider or usable_providers()[0]
         self._threads = threads
         self.machine = describe_machine(self._provider, threads)
         self.device = device or device_key(self.machine)
+        self._memory = (DeviceMemory(gpu_memory_share * self.machine.memory_mb)
+                        if self._provider == CUDA_PROVIDER and self.machine.memory_mb else None)
         self._models_dir = Path(models_dir)
         self._sessions: dict[str, object] = {}
         #: variant -> how its model takes encoded images (from its profile)
@@ -100,30 +108,49 @@ class OnnxExecutor(Executor):
         path = self._models_dir / f"{variant}.onnx"
         if not path.is_file():
             raise ExecutionError(f"no model file for variant {variant!r} at {path}")
+        digest = model_digest(path) if self._cache is not None else ""
+        known = self._cache.get(self.device, self.machine, variant, digest) if self._cache is not None else None
+        if self._memory is not None:
+            try:
+                self._memory.reserve(variant, footprint_mb(known, path.stat().st_size))
+            except DeviceMemoryFull as exc:
+                raise ExecutionError(str(exc)) from None
+        used_before_mb = gpu_memory_used_mb() if self._memory is not None and known is None and measure else None
         started = time.perf_counter()
-        session = make_session(path, optimization_level=optimization_level_of(path), provider=self._provider,
-                               intra_op_threads=self._threads)
+        try:
+            session = make_session(path, optimization_level=optimization_level_of(path), provider=self._provider,
+                                   intra_op_threads=self._threads)
+        except Exception as exc:  # onnxruntime raises its own types for a model it cannot load
+            if self._memory is not None and variant not in self._sessions:
+                self._memory.release(variant)
+            raise ExecutionError(f"cannot load {path.name}: {exc}"[:500]) from None
         load_ms = (time.perf_counter() - started) * 1000.0
         self._sessions[variant] = session
-        if self._cache is not None:
-            self._learn(variant, path, session, load_ms, measure)
-        return load_ms
-
-    def _learn(self, variant: str, path: Path, session: object, load_ms: float, measure: bool) -> None:
-        digest = model_digest(path)
-        found = self._cache.get(self.device, self.machine, variant, digest)
-        if found is None and measure:
-            with self._cache.alone():
-                found = self._cache.get(self.device, self.machine, variant, digest)  # measured while we waited?
-                if found is None:
-                    began = time.perf_counter()
-                    found = measure_session(session, max_batch=self._max_batch, load_ms=load_ms,
-                                            images=self._images.get(variant))
-                    self._cache.put(self.device, self.machine, variant, digest, found)
-                    logger.info("measured %s on %s (%s) in %.1f s: %s", variant, self.device, self.machine.name,
-                                time.perf_counter() - began, describe(found))
+        found = known
+        if found is None and measure and self._cache is not None:
+            found = self._measure(variant, digest, session, load_ms, used_before_mb)
         if found is not None:
             self._measured[variant] = found
+            if self._memory is not None:
+                self._memory.update(variant, footprint_mb(found, path.stat().st_size))
+        return load_ms
+
+    def _measure(self, variant: str, digest: str, session: object, load_ms: float,
+                 used_before_mb: float | None) -> MeasuredLatency:
+        with self._cache.alone():
+            found = self._cache.get(self.device, self.machine, variant, digest)  # measured while we waited?
+            if found is not None:
+                return found
+            began = time.perf_counter()
+            found = measure_session(session, max_batch=self._max_batch, load_ms=load_ms,
+                                    images=self._images.get(variant))
+            used_after_mb = gpu_memory_used_mb() if used_before_mb is not None else None
+            if used_after_mb is not None:
+                found = found.model_copy(update={"device_memory_mb": max(0.0, used_after_mb - used_before_mb)})
+            self._cache.put(self.device, self.machine, variant, digest, found)
+            logger.info("measured %s on %s (%s) in %.1f s: %s", variant, self.device, self.machine.name,
+                        time.perf_counter() - began, describe(found))
+            return found
 
     def measured(self) -> dict[str, MeasuredLatency]:
         return {variant: m for variant, m in self._measured.items() if variant in self._sessions}
@@ -131,6 +158,8 @@ class OnnxExecutor(Executor):
     def unload(self, variant: str) -> None:
         self._sessions.pop(variant, None)
         self._measured.pop(variant, None)
+        if self._memory is not None:
+            self._memory.release(variant)
 
     def loaded(self) -> list[str]:
         return sorted(self._sessions)

@@ -93,3 +93,12 @@ def test_make_session_rejects_bad_arguments(tmp_path):
         make_session(model, provider="TensorrtExecutionProvider")
     with pytest.raises(FileNotFoundError, match="`path_or_bytes`"):
         make_session(tmp_path / "missing.onnx")
+
+
+def test_a_bound_run_computes_what_a_plain_run_does() -> None:
+    """`run_bound` is the path `run_batch` takes on CUDA; on the CPU it must give the same numbers."""
+    from shared.onnx_runtime import run_bound
+
+    session = make_session(_affine_model_bytes(), provider=CPU_PROVIDER)
+    x = RNG.normal(size=(7, 4)).astype(np.float32)
+    np.testing.assert_array_equal(run_bound(session, x, "cpu"), run_batch(session, x))
