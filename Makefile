@@ -9,7 +9,7 @@ export PYTHONUNBUFFERED := 1
 .PHONY: install install-dev models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
         bench-autoscale bench-cost bench-faults bench-payload bench-machines bench-exactly-once bench-sim-core bench-fidelity bench-serving bench-scale \
-        bench-gateway bench-priorities bench-gpu clean
+        bench-gateway bench-priorities bench-gpu bench-hosts clean
 
 # The runtime (serve, the client, the CLI); building models and the tests add torch and pytest.
 $(STAMP): pyproject.toml infra/install.sh
@@ -122,6 +122,12 @@ bench-machines: $(VAR)/models/.built
 # `python -m bench.gpu --rehearse` runs it with the CPU standing in, to check the bench itself.
 bench-gpu: $(VAR)/models/.built
 	$(PYTHON) -m bench.gpu
+
+# Hosts of their own (network namespaces, as root): brokers, Redis, schedulers and workers each on its own
+# address, TLS and SCRAM between them; a worker's, a broker's and the serving scheduler's link cut for 10 s
+# and healed under load (~5 min, alone).
+bench-hosts: $(VAR)/models/.built
+	$(PYTHON) -m bench.hosts
 
 bench-serving: $(VAR)/models/.built
 	$(PYTHON) -m bench.serving

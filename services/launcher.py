@@ -1,4 +1,5 @@
-"""Start, watch and stop Meridian's services as local processes.
+"""Start, watch and stop Meridian's services as local processes, on this machine's network or on a host
+of the rig (`services.rig`: a network namespace with an address of its own).
 
 A "machine" here is a process: the launcher is what an autoscaler or a plan applier calls to add or
 remove a worker; a cloud or Kubernetes launcher would implement the same methods.
@@ -19,6 +20,23 @@ from pathlib import Path
 from shared.settings import REPO_ROOT
 
 
+@dataclass(frozen=True)
+class Host:
+    """Where a launcher's processes run and are reached: this machine's loopback (`LOCAL`), or a rig host's
+    network namespace and address."""
+
+    name: str
+    address: str
+    netns: str | None = None
+
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` as run on this host."""
+        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
+
+
+LOCAL = Host("local", "127.0.0.1")
+
+
 @dataclass
 class ManagedProcess:
     name: str
@@ -27,6 +45,8 @@ class ManagedProcess:
     metrics_port: int
     #: the Prometheus file_sd entry that makes this process a scrape target
     target_file: Path
+    #: the address its metrics (and a gateway's ports) listen on
+    address: str = LOCAL.address
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -58,10 +78,10 @@ class ManagedProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def metrics_text(port: int) -> str:
-    """The text exposition of a local metrics endpoint ('' if unreachable)."""
+def metrics_text(port: int, address: str = LOCAL.address) -> str:
+    """The text exposition of a metrics endpoint, local unless ``address`` says ('' if unreachable)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+        with urllib.request.urlopen(f"http://{address}:{port}/metrics", timeout=2) as response:
             return response.read().decode()
     except OSError:
         return ""
@@ -78,9 +98,9 @@ def _status(url: str) -> int | None:
         return None
 
 
-def read_metric(port: int, name: str) -> float | None:
-    """Sum of every sample of ``name`` on a local metrics endpoint (None if unreachable or absent)."""
-    values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text(port).splitlines()
+def read_metric(port: int, name: str, address: str = LOCAL.address) -> float | None:
+    """Sum of every sample of ``name`` on a metrics endpoint (None if unreachable or absent)."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text(port, address).splitlines()
               if line.startswith(name) and (line[len(name)] in " {")]
     return sum(values) if values else None
 
@@ -99,8 +119,12 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str,
 
 
 class LocalLauncher:
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env = env
+    """Processes on ``host``: this machine's loopback by default; on a rig host each listens on the host's
+    address (``MERIDIAN_BIND_HOST``) and finds the others by the addresses ``env`` gives it."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path, host: Host = LOCAL) -> None:
+        self.host = host
+        self.env = env if host.netns is None else {**env, "MERIDIAN_BIND_HOST": host.address}
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.processes: dict[str, ManagedProcess] = {}
@@ -153,7 +177,7 @@ class LocalLauncher:
         ``grpc_port`` (None: no gRPC door), once it is ready."""
         gateway = self.start_service(name, "services.gateway", "--port", str(port), "--grpc-port", str(grpc_port or 0),
                                      metrics_port=port, extra_env=extra_env)
-        wait_until(lambda: _status(f"http://127.0.0.1:{port}/v2/health/ready") == 200, timeout_s,
+        wait_until(lambda: _status(f"http://{self.host.address}:{port}/v2/health/ready") == 200, timeout_s,
                    f"{name} to be ready", [gateway])
         return gateway
 
@@ -174,7 +198,8 @@ class LocalLauncher:
 
     def wait_for_workers(self, scheduler: ManagedProcess, count: int, timeout_s: float = 60.0) -> None:
         """Healthy = the scheduler is up and sees ``count`` live workers."""
-        wait_until(lambda: (read_metric(scheduler.metrics_port, "meridian_scheduler_workers") or 0) >= count,
+        wait_until(lambda: (read_metric(scheduler.metrics_port, "meridian_scheduler_workers", scheduler.address)
+                            or 0) >= count,
                    timeout_s, f"the scheduler to see {count} workers", list(self.processes.values()))
 
     def _start(self, name: str, command: list[str], env: dict[str, str], metrics_port: int) -> ManagedProcess:
@@ -182,13 +207,13 @@ class LocalLauncher:
             raise RuntimeError(f"{name} is already running")
         log_path = self.log_dir / f"{name}.log"
         log = log_path.open("ab")
-        popen = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL)
+        popen = subprocess.Popen(self.host.command(command), cwd=REPO_ROOT, env=env, stdout=log,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         target_file = Path(env.get("MERIDIAN_VAR_DIR", REPO_ROOT / "var")) / "prometheus" / "targets" / f"{name}.json"
         target_file.parent.mkdir(parents=True, exist_ok=True)
-        target_file.write_text(json.dumps([{"targets": [f"127.0.0.1:{metrics_port}"],
+        target_file.write_text(json.dumps([{"targets": [f"{self.host.address}:{metrics_port}"],
                                             "labels": {"service": name.split("-")[0], "process": name}}]))
-        process = ManagedProcess(name, popen, log_path, metrics_port, target_file)
+        process = ManagedProcess(name, popen, log_path, metrics_port, target_file, self.host.address)
         self.processes[name] = process
         return process
 

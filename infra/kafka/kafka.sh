@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fetch, format, start, stop and health-check a real Apache Kafka (KRaft) on 127.0.0.1: one node, or a
-# cluster of MERIDIAN_KAFKA_BROKERS nodes, each a broker and a controller voter.
+# Fetch, format, start, stop and health-check a real Apache Kafka (KRaft): one node, or a cluster of
+# MERIDIAN_KAFKA_BROKERS nodes, each a broker and a controller voter, on 127.0.0.1 (MERIDIAN_KAFKA_HOST), or
+# one node of a cluster whose nodes live on hosts of their own.
 #   kafka.sh install|start|stop|health|status
 # Settings (env): MERIDIAN_KAFKA_PORT (9092), MERIDIAN_KAFKA_CONTROLLER_PORT (9093),
 #                 MERIDIAN_VAR_DIR (var/ under the repo) for data, logs and the pid file,
@@ -9,9 +10,18 @@
 #   its controller on the port after it; its state is in kafka-<port>/node-<i>. Topics default to
 #   min(N, 3) replicas and min.insync.replicas 2 from 3 replicas on (1 below), the internal topics too.
 #   `start` also restarts the nodes of a running cluster that died, and waits until all N are up.
+#   Hosts of their own: MERIDIAN_KAFKA_HOSTS="A1,A2,A3" (one node per address, each listening on
+#   MERIDIAN_KAFKA_PORT of its address, its controller on the next port) and MERIDIAN_KAFKA_NODE=i: this
+#   host runs node i, at Ai (start, stop, health and status act on it alone; start the nodes together, a
+#   node is healthy once a quorum has formed and it sees all N). Every node needs the same
+#   MERIDIAN_KAFKA_CLUSTER_ID (22 characters of base64url, e.g. `kafka-storage.sh random-uuid`'s).
 #   SASL/SCRAM: with MERIDIAN_KAFKA_SASL_PORT, MERIDIAN_KAFKA_SASL_USERNAME and MERIDIAN_KAFKA_SASL_PASSWORD
 #   set, a SASL_PLAINTEXT listener (SCRAM-SHA-256) is added on that port and the user is created when the
 #   storage is formatted. The PLAINTEXT listener stays for the broker's own health check and replication.
+#   TLS between hosts (MERIDIAN_KAFKA_HOSTS): with MERIDIAN_KAFKA_TLS_KEYSTORE (this node's PEM: its PKCS#8
+#   key, then its certificate, for its address), MERIDIAN_KAFKA_TLS_CA (the CA's PEM) and the SASL user, every
+#   listener is TLS: SASL_SSL with SCRAM-SHA-512 for clients and replication, mutual TLS for the controllers.
+#   MERIDIAN_KAFKA_SUPER_USERS ("User:CN=kafka1;...") adds the nodes' certificate principals as super users.
 #   ACLs: with MERIDIAN_KAFKA_AUTHORIZER=1 as well, the broker enforces ACLs (KRaft's StandardAuthorizer):
 #   the SASL user and the PLAINTEXT listener's ANONYMOUS principal (loopback only) are super users, and
 #   the users of MERIDIAN_KAFKA_SCRAM_USERS ("name:password name:password") get only what ACLs grant.
@@ -24,8 +34,19 @@ var="${MERIDIAN_VAR_DIR:-$root/var}"
 state="$var/kafka-$port"
 jars="$here/target/dependency"
 brokers="${MERIDIAN_KAFKA_BROKERS:-1}"
+host="${MERIDIAN_KAFKA_HOST:-127.0.0.1}"
+IFS=', ' read -r -a hosts <<< "${MERIDIAN_KAFKA_HOSTS:-}"
+if [ "${#hosts[@]}" -gt 0 ]; then
+  brokers="${#hosts[@]}"
+  this_node="${MERIDIAN_KAFKA_NODE:?kafka.sh: MERIDIAN_KAFKA_HOSTS needs MERIDIAN_KAFKA_NODE (the node this host runs, 1 to N)}"
+  [[ "$this_node" =~ ^[1-9]$ ]] && [ "$this_node" -le "$brokers" ] \
+    || { echo "kafka.sh: MERIDIAN_KAFKA_NODE must be 1 to $brokers, got '$this_node'" >&2; exit 2; }
+fi
 [[ "$brokers" =~ ^[1-9]$ ]] || { echo "kafka.sh: MERIDIAN_KAFKA_BROKERS must be 1 to 9, got '$brokers'" >&2; exit 2; }
 replicas=$((brokers < 3 ? brokers : 3))
+session_ms="${MERIDIAN_KAFKA_BROKER_SESSION_TIMEOUT_MS:-9000}"
+[[ "$session_ms" =~ ^[0-9]+$ ]] && [ "$session_ms" -ge 1500 ] \
+  || { echo "kafka.sh: MERIDIAN_KAFKA_BROKER_SESSION_TIMEOUT_MS must be >= 1500, got '$session_ms'" >&2; exit 2; }
 min_isr=$((replicas >= 3 ? 2 : 1))
 # shellcheck source=../lib.sh
 . "$here/../lib.sh"
@@ -52,20 +73,32 @@ install() {
   touch "$jars/.complete"
 }
 
-# node I's broker port, controller port and state directory
-node_port() { echo $((port + 2 * ($1 - 1))); }
-node_controller_port() { if [ "$brokers" = 1 ]; then echo "$controller_port"; else echo $(($(node_port "$1") + 1)); fi; }
-node_state() { if [ "$brokers" = 1 ]; then echo "$state"; else echo "$state/node-$1"; fi; }
-nodes() { seq 1 "$brokers"; }
-bootstrap() { local i out=""; for i in $(nodes); do out="$out${out:+,}127.0.0.1:$(node_port "$i")"; done; echo "$out"; }
+# node I's address, broker port, controller port and state directory
+spread() { [ "${#hosts[@]}" -gt 0 ]; }
+node_host() { if spread; then echo "${hosts[$(($1 - 1))]}"; else echo "$host"; fi; }
+node_port() { if spread; then echo "$port"; else echo $((port + 2 * ($1 - 1))); fi; }
+node_controller_port() {
+  if [ "$brokers" = 1 ] && ! spread; then echo "$controller_port"; else echo $(($(node_port "$1") + 1)); fi
+}
+node_state() { if [ "$brokers" = 1 ] && ! spread; then echo "$state"; else echo "$state/node-$1"; fi; }
+# the nodes this invocation runs; every node of the cluster
+nodes() { if spread; then echo "$this_node"; else seq 1 "$brokers"; fi; }
+cluster() { seq 1 "$brokers"; }
+bootstrap() { local i out=""; for i in $(cluster); do out="$out${out:+,}$(node_host "$i"):$(node_port "$i")"; done; echo "$out"; }
 
 node_health() {
   # Healthy = the node answers a Kafka metadata round trip on its listener, and sees all N brokers.
-  python3 - "$(node_port "$1")" "$brokers" <<'PY'
-import sys
+  python3 - "$(node_host "$1"):$(node_port "$1")" "$brokers" <<'PY'
+import os, sys
 from kafka import KafkaAdminClient
+secured = {}
+if os.environ.get("MERIDIAN_KAFKA_TLS_KEYSTORE"):
+    secured = dict(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+                   sasl_plain_username=os.environ["MERIDIAN_KAFKA_SASL_USERNAME"],
+                   sasl_plain_password=os.environ["MERIDIAN_KAFKA_SASL_PASSWORD"],
+                   ssl_cafile=os.environ["MERIDIAN_KAFKA_TLS_CA"])
 try:
-    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{sys.argv[1]}", request_timeout_ms=3000)
+    admin = KafkaAdminClient(bootstrap_servers=sys.argv[1], request_timeout_ms=3000, **secured)
     admin.list_topics()
     seen = len(admin.describe_cluster()["brokers"])
     admin.close()
@@ -99,10 +132,46 @@ EOF
   fi
 }
 
+# scram_users MECHANISM: the SASL user and those of MERIDIAN_KAFKA_SCRAM_USERS, made when storage is formatted
+scram_users() {
+  format_args+=(--add-scram "$1=[name=${MERIDIAN_KAFKA_SASL_USERNAME:?},password=${MERIDIAN_KAFKA_SASL_PASSWORD:?}]")
+  for user in ${MERIDIAN_KAFKA_SCRAM_USERS:-}; do
+    format_args+=(--add-scram "$1=[name=${user%%:*},password=${user#*:}]")
+  done
+}
+
+tls_listeners() {
+  # Between hosts: clients and brokers speak SASL_SSL (SCRAM-SHA-512, the SASL user being the brokers' own),
+  # the controllers mutual TLS (each node's certificate signed by the CA); no PLAINTEXT listener at all.
+  local h p cp
+  h="$(node_host "$2")" p="$(node_port "$2")" cp="$(node_controller_port "$2")"
+  cat >> "$1" <<EOF
+listeners=SASL_SSL://$h:$p,CONTROLLER://$h:$cp
+advertised.listeners=SASL_SSL://$h:$p,CONTROLLER://$h:$cp
+listener.security.protocol.map=CONTROLLER:SSL,SASL_SSL:SASL_SSL
+inter.broker.listener.name=SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$MERIDIAN_KAFKA_SASL_USERNAME" password="$MERIDIAN_KAFKA_SASL_PASSWORD";
+ssl.keystore.type=PEM
+ssl.keystore.location=$MERIDIAN_KAFKA_TLS_KEYSTORE
+ssl.truststore.type=PEM
+ssl.truststore.location=${MERIDIAN_KAFKA_TLS_CA:?kafka.sh: MERIDIAN_KAFKA_TLS_KEYSTORE needs MERIDIAN_KAFKA_TLS_CA}
+listener.name.controller.ssl.client.auth=required
+EOF
+  if [ "${MERIDIAN_KAFKA_AUTHORIZER:-0}" = 1 ]; then
+    cat >> "$1" <<EOF
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:$MERIDIAN_KAFKA_SASL_USERNAME${MERIDIAN_KAFKA_SUPER_USERS:+;$MERIDIAN_KAFKA_SUPER_USERS}
+allow.everyone.if.no.acl.found=false
+EOF
+  fi
+}
+
 quorum() {
-  if [ "$brokers" = 1 ]; then echo "controller.quorum.bootstrap.servers=127.0.0.1:$controller_port"; return; fi
+  if [ "$brokers" = 1 ]; then echo "controller.quorum.bootstrap.servers=$(node_host 1):$(node_controller_port 1)"; return; fi
   local i voters=""
-  for i in $(nodes); do voters="$voters${voters:+,}$i@127.0.0.1:$(node_controller_port "$i")"; done
+  for i in $(cluster); do voters="$voters${voters:+,}$i@$(node_host "$i"):$(node_controller_port "$i")"; done
   echo "controller.quorum.voters=$voters"
 }
 
@@ -111,20 +180,22 @@ launch() {
   local i="$1" dir; dir="$(node_state "$1")"
   if running "$dir/kafka.pid"; then return 0; fi
   mkdir -p "$dir"
-  sed -e "s|@PORT@|$(node_port "$i")|g" -e "s|@CONTROLLER_PORT@|$(node_controller_port "$i")|g" \
+  sed -e "s|@HOST@|$(node_host "$i")|g" -e "s|@PORT@|$(node_port "$i")|g" -e "s|@CONTROLLER_PORT@|$(node_controller_port "$i")|g" \
     -e "s|@LOG_DIR@|$dir/data|g" -e "s|@NODE_ID@|$i|g" -e "s|@QUORUM@|$(quorum)|g" \
     -e "s|@REPLICAS@|$replicas|g" -e "s|@MIN_ISR@|$min_isr|g" \
+    -e "s|@SESSION_MS@|$session_ms|g" -e "s|@HEARTBEAT_MS@|$((session_ms / 3 < 2000 ? session_ms / 3 : 2000))|g" \
     "$here/server.properties.template" > "$dir/server.properties"
-  format_args=(--standalone)
-  if [ -n "${MERIDIAN_KAFKA_SASL_PORT:-}" ]; then
+  format_args=()
+  if [ "$brokers" = 1 ]; then format_args=(--standalone); fi  # else a static quorum: the voters are configured
+  if [ -n "${MERIDIAN_KAFKA_TLS_KEYSTORE:-}" ]; then
+    tls_listeners "$dir/server.properties" "$i"
+    scram_users SCRAM-SHA-512
+  elif [ -n "${MERIDIAN_KAFKA_SASL_PORT:-}" ]; then
     sasl_listener "$dir/server.properties"
-    format_args+=(--add-scram "SCRAM-SHA-256=[name=${MERIDIAN_KAFKA_SASL_USERNAME:?},password=${MERIDIAN_KAFKA_SASL_PASSWORD:?}]")
-    for user in ${MERIDIAN_KAFKA_SCRAM_USERS:-}; do
-      format_args+=(--add-scram "SCRAM-SHA-256=[name=${user%%:*},password=${user#*:}]")
-    done
+    scram_users SCRAM-SHA-256
   fi
-  if [ "$brokers" != 1 ]; then format_args=(); fi  # a static quorum: the voters are in the configuration
   if [ ! -f "$dir/data/meta.properties" ]; then
+    if [ -n "${MERIDIAN_KAFKA_CLUSTER_ID:-}" ]; then echo "$MERIDIAN_KAFKA_CLUSTER_ID" > "$state/cluster.id"; fi
     [ -f "$state/cluster.id" ] || java_cmd kafka.tools.StorageTool random-uuid > "$state/cluster.id"
     java_cmd kafka.tools.StorageTool format -t "$(cat "$state/cluster.id")" -c "$dir/server.properties" \
       "${format_args[@]}" > "$dir/format.log"

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Install (Debian's redis-server), start, stop and health-check Redis on 127.0.0.1.
+# Install (Debian's redis-server), start, stop and health-check Redis on 127.0.0.1 (or MERIDIAN_REDIS_HOST).
 #   redis.sh install|start|stop|health|status
-# Settings (env): MERIDIAN_REDIS_PORT (6379), MERIDIAN_REDIS_PASSWORD (optional, enables AUTH),
+# Settings (env): MERIDIAN_REDIS_PORT (6379), MERIDIAN_REDIS_HOST (127.0.0.1: the one address it listens on),
+#                 MERIDIAN_REDIS_PASSWORD (optional, enables AUTH; Redis refuses other hosts without one),
 #                 MERIDIAN_VAR_DIR (var/ under the repo) for data, log and pid file.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 port="${MERIDIAN_REDIS_PORT:-6379}"
+host="${MERIDIAN_REDIS_HOST:-127.0.0.1}"
 var="${MERIDIAN_VAR_DIR:-$root/var}"
 state="$var/redis-$port"
 pidfile="$state/redis.pid"
@@ -15,9 +17,9 @@ pidfile="$state/redis.pid"
 
 cli() {
   if [ -n "${MERIDIAN_REDIS_PASSWORD:-}" ]; then
-    REDISCLI_AUTH="$MERIDIAN_REDIS_PASSWORD" redis-cli -h 127.0.0.1 -p "$port" "$@"
+    REDISCLI_AUTH="$MERIDIAN_REDIS_PASSWORD" redis-cli -h "$host" -p "$port" "$@"
   else
-    redis-cli -h 127.0.0.1 -p "$port" "$@"
+    redis-cli -h "$host" -p "$port" "$@"
   fi
 }
 
@@ -31,14 +33,14 @@ health() { [ "$(cli ping 2>/dev/null)" = "PONG" ]; }
 
 start() {
   install
-  if health; then echo "redis already running on 127.0.0.1:$port"; return 0; fi
+  if health; then echo "redis already running on $host:$port"; return 0; fi
   mkdir -p "$state"
-  args=(--bind 127.0.0.1 --port "$port" --dir "$state" --daemonize yes --pidfile "$pidfile"
+  args=(--bind "$host" --port "$port" --dir "$state" --daemonize yes --pidfile "$pidfile"
     --logfile "$state/redis.log" --save "" --appendonly yes --appendfsync everysec --protected-mode yes)
   if [ -n "${MERIDIAN_REDIS_PASSWORD:-}" ]; then args+=(--requirepass "$MERIDIAN_REDIS_PASSWORD"); fi
   redis-server "${args[@]}"
   wait_healthy redis "$pidfile" 50 0.2 "$state/redis.log" health || exit 1
-  echo "redis up on 127.0.0.1:$port"
+  echo "redis up on $host:$port"
 }
 
 stop() { stop_pidfile redis "$pidfile"; }
