@@ -9,7 +9,7 @@ export PYTHONUNBUFFERED := 1
 .PHONY: install install-dev models models-efficientnet stack-up stack-down demo demo-fcfs dashboards-shot test test-unit test-integration schemas \
         bench-pipeline bench-kairos bench-infaas-select bench-proteus bench-ramsis \
         bench-autoscale bench-cost bench-faults bench-payload bench-machines bench-exactly-once bench-sim-core bench-fidelity bench-serving bench-scale \
-        bench-gateway bench-priorities bench-gpu bench-hosts clean
+        bench-gateway bench-priorities bench-gpu bench-hosts bench-image clean
 
 # The runtime (serve, the client, the CLI); building models and the tests add torch and pytest.
 $(STAMP): pyproject.toml infra/install.sh
@@ -128,6 +128,11 @@ bench-gpu: $(VAR)/models/.built
 # and healed under load (~5 min, alone).
 bench-hosts: $(VAR)/models/.built
 	$(PYTHON) -m bench.hosts
+
+# The image (infra/docker/Dockerfile) built by podman from a Debian root made by mmdebstrap, and two of its
+# containers serving on the hosts rig (as root; installs mmdebstrap and podman; ~3 min).
+bench-image: install
+	$(PYTHON) -m bench.image
 
 bench-serving: $(VAR)/models/.built
 	$(PYTHON) -m bench.serving

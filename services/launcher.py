@@ -20,17 +20,26 @@ from pathlib import Path
 from shared.settings import REPO_ROOT
 
 
+#: where Meridian's image (infra/docker/Dockerfile) keeps its Python and its code
+IMAGE_PYTHON, IMAGE_WORKDIR = "/opt/meridian/bin/python", "/app"
+
+
 @dataclass(frozen=True)
 class Host:
     """Where a launcher's processes run and are reached: this machine's loopback (`LOCAL`), or a rig host's
-    network namespace and address."""
+    network namespace and address; with ``image_root``, inside a container's file system (Meridian's image,
+    mounted there), as its Python from its working directory."""
 
     name: str
     address: str
     netns: str | None = None
+    image_root: Path | None = None
 
     def command(self, argv: list[str]) -> list[str]:
-        """``argv`` as run on this host."""
+        """``argv`` (a Python command: this interpreter first) as run on this host."""
+        if self.image_root is not None:
+            argv = ["chroot", str(self.image_root), "/bin/sh", "-c", f'cd {IMAGE_WORKDIR} && exec "$@"', "sh",
+                    IMAGE_PYTHON, *argv[1:]]
         return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
 
 

@@ -18,6 +18,7 @@ deployment table of ``docs/guarantees.md`` gives such a client.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import secrets
 import shutil
@@ -113,9 +114,10 @@ class HostsRig:
         return Settings(kafka_bootstrap=self.kafka_bootstrap, kafka_brokers=len(BROKERS), redis_url=self.redis_url,
                         var_dir=self.root / "hosts" / "client", kafka_security=security)
 
-    def launcher(self, host: str) -> LocalLauncher:
-        """A launcher of services on ``host``; its processes log under ``<root>/logs``."""
-        return LocalLauncher(self.env(host), self.root / "logs", self.host(host))
+    def launcher(self, host: str, *, image_root: Path | None = None) -> LocalLauncher:
+        """A launcher of services on ``host`` (inside the container file system ``image_root`` if given);
+        its processes log under ``<root>/logs``."""
+        return LocalLauncher(self.env(host), self.root / "logs", dataclasses.replace(self.host(host), image_root=image_root))
 
     def cut(self, host: str) -> None:
         """``host``'s link down: nothing in or out until `heal`."""

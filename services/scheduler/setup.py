@@ -40,7 +40,11 @@ class SchedulerApp(faust.App):
 
 
 def app_options(settings: Settings) -> dict[str, Any]:
-    return dict(Worker=LogFriendlyWorker, web_enabled=False, datadir=str(settings.var_dir / "scheduler"))
+    """faust's options; its data directory is made here, parents and all (faust makes only the last part:
+    a fresh host's or container's ``MERIDIAN_VAR_DIR`` does not exist yet)."""
+    datadir = settings.var_dir / "scheduler"
+    datadir.mkdir(parents=True, exist_ok=True)
+    return dict(Worker=LogFriendlyWorker, web_enabled=False, datadir=str(datadir))
 
 
 def prepare(settings: Settings) -> None:
