@@ -64,10 +64,18 @@ demo-fcfs: $(DIGITS)
 dashboards-shot: $(VAR)/models/.built
 	$(PYTHON) -m services.demo --screenshots
 
-test: $(VAR)/models/.built
+# The Helm chart's tools (tests/unit/test_helm_chart.py): helm built from its Go module, Strimzi's schemas (npm).
+HELM := $(VAR)/tools/helm
+$(HELM):
+	GOBIN=$(abspath $(VAR)/tools) go install helm.sh/helm/v4/cmd/helm@v4.3.2
+CHART_SCHEMAS := deploy/helm/validation/node_modules/.package-lock.json
+$(CHART_SCHEMAS): deploy/helm/validation/package-lock.json
+	cd deploy/helm/validation && npm ci --no-audit --no-fund
+
+test: $(VAR)/models/.built $(HELM) $(CHART_SCHEMAS)
 	$(PYTHON) -m pytest -q
 
-test-unit: $(DEV_STAMP)
+test-unit: $(DEV_STAMP) $(HELM) $(CHART_SCHEMAS)
 	$(PYTHON) -m pytest -q tests/unit
 
 test-integration: $(VAR)/models/.built
@@ -159,7 +167,9 @@ bench-priorities: $(VAR)/models/.built
 clean: stack-down
 	rm -rf $(VAR) bench/results
 
-# Regenerate the Grafana dashboards (infra/grafana/provisioning/dashboards) from shared/metrics.py.
+# Regenerate the Grafana dashboards (infra/grafana/provisioning/dashboards) from shared/metrics.py, and the
+# Helm chart's copies of them and of the Prometheus rules.
 .PHONY: dashboards
 dashboards: install
 	$(PYTHON) -m services.observability.dashboards
+	cp infra/grafana/provisioning/dashboards/*.json infra/prometheus/rules/*.yml deploy/helm/meridian/files/
