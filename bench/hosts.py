@@ -13,6 +13,11 @@ query sent after that moment, seconds from it to the answer), and the recovery t
 first moment from which every query sent in the next 2 s was answered within the SLO. Kafka's settings
 bound most of it: see `BOUNDED_BY`.
 
+First, what hosts of their own add to a query: the same deployment (three brokers, two schedulers, two
+workers) at ``LATENCY_RATE_QPS`` for ``LATENCY_S`` on one host (this machine's loopback), on the rig without
+TLS, and on the rig with it (the drills' rig): each query's latency from its send to its answer, p50 and
+p99 (digits-mlp-s computes a row in ~0.02 ms: the latency is the path's).
+
 Writes ``bench/results/hosts.json`` and ``bench/results/hosts.png`` (within-SLO share per second, the cut
 and heal marked).
 """
@@ -31,9 +36,11 @@ import numpy as np
 
 from bench.common import RESULTS_DIR, save_figure, write_result
 from schemas import Query, ResultStatus
-from services.launcher import ManagedProcess, read_metric
+from services.launcher import LocalLauncher, ManagedProcess, read_metric
 from services.rig import HostsRig
+from services.stack import LocalStack
 from shared.adapters.client import MeridianClient
+from shared.settings import Settings
 from shared.tensors import encode
 
 SLO_MS = 1000.0
@@ -43,6 +50,9 @@ SPACING_S = 60.0
 RATE_QPS = 40.0
 #: a drill's recovery: the first moment after the cut from which every query sent in this window is ok
 RECOVERED_WINDOW_S = 2.0
+#: the latency comparison: queries a second, and seconds measured after `LATENCY_WARM_S` unmeasured
+LATENCY_RATE_QPS, LATENCY_S, LATENCY_WARM_S = 200.0, 20.0, 5.0
+VARIANT = "digits-mlp-s"
 #: which of Kafka's and Meridian's settings bound each drill's figures
 BOUNDED_BY = {
     "worker": "the scheduler counts a worker lost after 3 missed heartbeats (MERIDIAN_HEARTBEAT_INTERVAL_S, 1 s) "
@@ -73,11 +83,61 @@ def digits_query(rows: np.ndarray, k: int) -> Query:
 def start_services(rig: HostsRig, variant: str) -> dict[str, ManagedProcess]:
     """Two schedulers (``sched1``, ``sched2``) and a real worker on each of ``worker1``, ``worker2``."""
     processes = {}
-    for host, name in (("sched1", "sched-a"), ("sched2", "sched-b")):
-        processes[host] = rig.launcher(host).start_scheduler(metrics_port=9101, name=name)
-    for host in ("worker1", "worker2"):
-        processes[host] = rig.launcher(host).start_worker(host, variants=[variant], metrics_port=9102)
+    try:
+        for host, name in (("sched1", "sched-a"), ("sched2", "sched-b")):
+            processes[host] = rig.launcher(host).start_scheduler(metrics_port=9101, name=name)
+        for host in ("worker1", "worker2"):
+            processes[host] = rig.launcher(host).start_worker(host, variants=[variant], metrics_port=9102)
+        for host in ("sched1", "sched2"):
+            rig.launcher(host).wait_for_workers(processes[host], 2, timeout_s=120)
+    except BaseException:
+        for process in processes.values():
+            process.stop()
+        raise
     return processes
+
+
+def latency_ms(settings: Settings, rate: float = LATENCY_RATE_QPS, seconds: float = LATENCY_S,
+               warm_s: float = LATENCY_WARM_S) -> dict[str, float]:
+    """Poisson digits queries at ``rate``: p50 and p99 of send-to-answer over the ``seconds`` after ``warm_s``."""
+    rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
+    offsets = np.cumsum(np.random.default_rng(1).exponential(1.0 / rate, size=int(rate * (warm_s + seconds) * 1.2)))
+    offsets = offsets[offsets < warm_s + seconds]
+    with MeridianClient(settings, applications=["digits"]) as client:
+        start, sent = time.time(), []
+        for k, offset in enumerate(offsets):
+            time.sleep(max(0.0, start + offset - time.time()))
+            sent.append((offset, client.send(digits_query(rows, k))))
+        client.flush()
+        client.wait_for([q.query_id for _, q in sent], timeout_s=60)
+        took = [(client.results[q.query_id][1] - q.sent_at) * 1000.0 for offset, q in sent
+                if offset >= warm_s and q.query_id in client.results
+                and client.results[q.query_id][0].status is ResultStatus.OK]
+    return {"queries": len(took), "p50_ms": round(float(np.percentile(took, 50)), 2),
+            "p99_ms": round(float(np.percentile(took, 99)), 2)}
+
+
+def one_host_latency(root: Path) -> dict[str, float]:
+    """The drills' deployment on this machine's loopback: three brokers, two schedulers, two workers."""
+    stack = LocalStack(var_dir=root / "one-host", kafka_port=29892, kafka_brokers=3, redis_port=26879,
+                       components=("kafka", "redis"))
+    with stack, LocalLauncher(stack.env, root / "one-host" / "logs") as launcher:
+        schedulers = [launcher.start_scheduler(metrics_port=29901 + k, name=f"sched-{k}") for k in (1, 2)]
+        for k in (1, 2):
+            launcher.start_worker(f"worker{k}", variants=[VARIANT], metrics_port=29911 + k)
+        for scheduler in schedulers:
+            launcher.wait_for_workers(scheduler, 2, timeout_s=120)
+        return latency_ms(stack.settings())
+
+
+def rig_latency(root: Path, *, secure: bool) -> dict[str, float]:
+    with HostsRig(root / f"rig-{secure}", prefix="mrl", subnet="10.77.4", secure=secure) as rig:
+        processes = start_services(rig, VARIANT)
+        try:
+            return latency_ms(rig.settings())
+        finally:
+            for process in processes.values():
+                process.stop()
 
 
 def active_scheduler(rig: HostsRig) -> str:
@@ -197,17 +257,22 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.broker_session_timeout_ms is not None:
         os.environ["MERIDIAN_KAFKA_BROKER_SESSION_TIMEOUT_MS"] = str(args.broker_session_timeout_ms)
-    with tempfile.TemporaryDirectory(prefix="meridian-bench-hosts-") as tmp, \
-            HostsRig(Path(tmp), prefix="mrb", subnet="10.77.1") as rig:
-        processes = start_services(rig, "digits-mlp-s")
-        try:
-            for host in ("sched1", "sched2"):
-                rig.launcher(host).wait_for_workers(processes[host], 2, timeout_s=120)
-            result = run(rig, [("worker", "worker1"), ("broker", "kafka1"), ("scheduler", "active")],
-                         rate=args.rate, spacing_s=args.spacing)
-        finally:
-            for process in processes.values():
-                process.stop()
+    latency = {}
+    with tempfile.TemporaryDirectory(prefix="meridian-bench-hosts-") as tmp:
+        latency["one host"] = one_host_latency(Path(tmp))
+        latency["hosts, PLAINTEXT"] = rig_latency(Path(tmp), secure=False)
+        print(f"latency at {LATENCY_RATE_QPS:g} q/s: {latency}", flush=True)
+        with HostsRig(Path(tmp) / "drills", prefix="mrb", subnet="10.77.1") as rig:
+            processes = start_services(rig, VARIANT)
+            try:
+                latency["hosts, TLS"] = latency_ms(rig.settings())
+                print(f"latency at {LATENCY_RATE_QPS:g} q/s: {latency}", flush=True)
+                result = run(rig, [("worker", "worker1"), ("broker", "kafka1"), ("scheduler", "active")],
+                             rate=args.rate, spacing_s=args.spacing)
+            finally:
+                for process in processes.values():
+                    process.stop()
+    result["latency_at_200_qps"] = latency
     result["broker_session_timeout_ms"] = int(os.environ.get("MERIDIAN_KAFKA_BROKER_SESSION_TIMEOUT_MS", "9000"))
     plot(result, RESULTS_DIR / "hosts.png")
     write_result("hosts", result)

@@ -1,7 +1,8 @@
 """How planners and autoscalers get machines: start a worker of a device type, stop it.
 
-`WorkerLauncher` is the interface a cloud or Kubernetes launcher would implement; `LocalWorkerLauncher`
-runs workers as local processes. A device this machine has runs a real onnxruntime worker; any other
+`WorkerLauncher` is the interface; `LocalWorkerLauncher` runs workers as local processes,
+`services.kubernetes_machines.KubernetesWorkerLauncher` as pods of a cluster (`worker_launcher` picks by
+``MERIDIAN_AUTOSCALER_LAUNCHER``). A device this machine has runs a real onnxruntime worker; any other
 device is emulated from its measured profile (the worker says so in its results and metrics), its boot
 included: an emulated worker serves no sooner than its profile's ``startup_s`` after it was asked for. A
 worker's dispatch topic exists once `start` returns, so commands sent to a booting worker wait there for it
@@ -50,3 +51,12 @@ class LocalWorkerLauncher:
 
     def stop(self, worker_id: str) -> None:
         self.launcher.stop(f"worker-{worker_id}")
+
+
+def worker_launcher(settings: Settings, launcher: LocalLauncher, *, metrics_port_base: int) -> WorkerLauncher:
+    """The autoscaler's machines: local processes through ``launcher``, or pods (``autoscaler_launcher``)."""
+    if settings.autoscaler_launcher == "kubernetes":
+        from services.kubernetes_machines import KubernetesWorkerLauncher
+
+        return KubernetesWorkerLauncher.from_settings(settings)
+    return LocalWorkerLauncher(launcher, settings, metrics_port_base=metrics_port_base)

@@ -5,7 +5,7 @@ The same names are used by the local stack (``make``), ``docker-compose.yml`` an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -150,6 +150,13 @@ class Settings(BaseSettings):
     #: seconds from asking for a machine until it can serve, for device types whose profile does not say (a
     #: local worker process starts in a few)
     autoscaler_worker_startup_s: float = Field(default=5.0, ge=0.0)
+    #: how the autoscaler gets machines: ``local`` processes on its own host, or ``kubernetes`` pods made
+    #: from the worker pools' templates (``services.kubernetes_machines``)
+    autoscaler_launcher: Literal["local", "kubernetes"] = "local"
+    #: the namespace the autoscaler's pods go to, and device -> the worker pool's StatefulSet whose pod
+    #: template a machine of that device is made from, JSON ``{"cpu-1t": "meridian-worker-cpu"}``
+    kubernetes_namespace: str = "default"
+    kubernetes_worker_pools: dict[str, str] = Field(default_factory=dict)
     # The INFaaS monitor (``shared.infaas.monitor.MonitorConfig``), one for the registry, the autoscaler
     # and the simulator.
     #: span of the monitor's statistics and period of its state updates [spec §6.8: 2 s]

@@ -3,7 +3,7 @@
 Consumes ``meridian.load-stats`` (group ``meridian.autoscaler``) and ``meridian.worker-events`` (every
 event, no group) into the shared autoscaler loop (`shared.autoscale.loop`, which the simulator runs too);
 every second it polls the loop and carries out the answer, unloads and stops, then starts and loads:
-variants through the workers' dispatch topics, machines through a `WorkerLauncher` (local processes here).
+variants through the workers' dispatch topics, machines through a `WorkerLauncher` (local processes, or a cluster's pods).
 Each change is published as an ``AllocationPlan`` with its $/hour on ``meridian.plans``.
 
 Run: ``python -m services.autoscaler``
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from schemas import LoadStatistics, LoadVariant, UnloadVariant, worker_event_adapter
 from services.launcher import LocalLauncher
-from services.machines import LocalWorkerLauncher, WorkerLauncher
+from services.machines import WorkerLauncher, worker_launcher
 from shared import metrics
 from shared.adapters import topics
 from shared.adapters.dead_letter import describe_validation_error, send_dead_letter
@@ -152,7 +152,7 @@ def main() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with LocalLauncher(dict(os.environ), settings.var_dir / "logs" / "autoscaler") as launcher:
-        workers = LocalWorkerLauncher(launcher, settings, metrics_port_base=settings.autoscaler_worker_port_base)
+        workers = worker_launcher(settings, launcher, metrics_port_base=settings.autoscaler_worker_port_base)
         autoscaler = Autoscaler(loop, workers, producer)
         now = time.time()
         autoscaler.apply(loop.begin(initial_fleet(settings, policy.catalogue), now), AutoscaleState(now))

@@ -30,8 +30,6 @@ def rig(tmp_path_factory: pytest.TempPathFactory, digits_variants: list[str]) ->
     with HostsRig(tmp_path_factory.mktemp("rig"), prefix="mrt", subnet="10.77.2") as made:
         processes = drills.start_services(made, digits_variants[0])
         try:
-            for host in ("sched1", "sched2"):
-                made.launcher(host).wait_for_workers(processes[host], 2, timeout_s=120)
             yield made
         finally:
             for process in processes.values():

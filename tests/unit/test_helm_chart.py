@@ -109,6 +109,19 @@ def test_settings_are_ones_the_code_reads_and_commands_are_modules_that_exist(mo
         assert env <= fields | {"POD_NAME"}
 
 
+def test_the_autoscaler_makes_its_machines_from_the_pools_of_their_devices_and_may_do_no_more() -> None:
+    docs = rendered("ci/full-values.yaml")
+    (deployment,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "rel-autoscaler"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["MERIDIAN_AUTOSCALER_LAUNCHER"] == "kubernetes"
+    pools = json.loads(env["MERIDIAN_KUBERNETES_WORKER_POOLS"])
+    assert pools == {"cpu-2t": "rel-worker-cpu", "g4dn-emu": "rel-worker-emu"}
+    assert set(pools.values()) <= {s["metadata"]["name"] for s in of_kind(docs, "StatefulSet")}
+    (role,) = of_kind(docs, "Role")
+    assert {(tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]} == {
+        (("statefulsets",), ("get",)), (("pods",), ("get", "list", "create", "delete"))}
+
+
 def test_schedulers_and_workers_are_named_by_their_pods() -> None:
     docs = rendered(None)
     scheduler, worker = sorted(of_kind(docs, "StatefulSet"), key=lambda s: s["metadata"]["name"])
@@ -125,8 +138,8 @@ def test_strimzi_makes_the_core_topics_and_a_scram_sha_512_user_per_component() 
     expected = {(t.name, t.partitions) for t in topics.core_topics(Settings(applications=applications))}
     assert {(t["spec"]["topicName"], t["spec"]["partitions"]) for t in of_kind(docs, "KafkaTopic")} == expected
     users = {u["metadata"]["name"].removeprefix("rel-"): u["spec"] for u in of_kind(docs, "KafkaUser")}
-    assert set(users) == {"scheduler", "planner", "registry", "gateway", "worker-cpu", "worker-gpu", "worker-emu",
-                          "client-digits", "client-vision"}
+    assert set(users) == {"scheduler", "planner", "autoscaler", "registry", "gateway", "worker-cpu", "worker-gpu",
+                          "worker-emu", "client-digits", "client-vision"}
     assert all(spec["authentication"]["type"] == "scram-sha-512" for spec in users.values())
     client = {(a["resource"]["name"], op) for a in users["client-digits"]["authorization"]["acls"]
               for op in a["operations"]}
