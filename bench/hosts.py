@@ -36,7 +36,7 @@ import numpy as np
 
 from bench.common import RESULTS_DIR, save_figure, write_result
 from schemas import Query, ResultStatus
-from services.launcher import LocalLauncher, ManagedProcess, read_metric
+from services.launcher import LocalLauncher, read_metric
 from services.rig import HostsRig
 from services.stack import LocalStack
 from shared.adapters.client import MeridianClient
@@ -80,21 +80,26 @@ def digits_query(rows: np.ndarray, k: int) -> Query:
                  inputs=encode(rows[k % len(rows)][None, ...]), sent_at=time.time())
 
 
-def start_services(rig: HostsRig, variant: str) -> dict[str, ManagedProcess]:
-    """Two schedulers (``sched1``, ``sched2``) and a real worker on each of ``worker1``, ``worker2``."""
-    processes = {}
+def start_services(rig: HostsRig, variant: str) -> dict[str, LocalLauncher]:
+    """Two schedulers (``sched1``, ``sched2``) and a real worker on each of ``worker1``, ``worker2``, healthy:
+    host -> the launcher of its process (``stop_all`` stops it)."""
+    launchers = {host: rig.launcher(host) for host in ("sched1", "sched2", "worker1", "worker2")}
     try:
-        for host, name in (("sched1", "sched-a"), ("sched2", "sched-b")):
-            processes[host] = rig.launcher(host).start_scheduler(metrics_port=9101, name=name)
+        schedulers = [launchers[host].start_scheduler(metrics_port=9101, name=name)
+                      for host, name in (("sched1", "sched-a"), ("sched2", "sched-b"))]
         for host in ("worker1", "worker2"):
-            processes[host] = rig.launcher(host).start_worker(host, variants=[variant], metrics_port=9102)
-        for host in ("sched1", "sched2"):
-            rig.launcher(host).wait_for_workers(processes[host], 2, timeout_s=120)
+            launchers[host].start_worker(host, variants=[variant], metrics_port=9102)
+        for host, scheduler in zip(("sched1", "sched2"), schedulers):
+            launchers[host].wait_for_workers(scheduler, 2, timeout_s=120)
     except BaseException:
-        for process in processes.values():
-            process.stop()
+        stop_services(launchers)
         raise
-    return processes
+    return launchers
+
+
+def stop_services(launchers: dict[str, LocalLauncher]) -> None:
+    for launcher in launchers.values():
+        launcher.stop_all()
 
 
 def latency_ms(settings: Settings, rate: float = LATENCY_RATE_QPS, seconds: float = LATENCY_S,
@@ -132,12 +137,11 @@ def one_host_latency(root: Path) -> dict[str, float]:
 
 def rig_latency(root: Path, *, secure: bool) -> dict[str, float]:
     with HostsRig(root / f"rig-{secure}", prefix="mrl", subnet="10.77.4", secure=secure) as rig:
-        processes = start_services(rig, VARIANT)
+        launchers = start_services(rig, VARIANT)
         try:
             return latency_ms(rig.settings())
         finally:
-            for process in processes.values():
-                process.stop()
+            stop_services(launchers)
 
 
 def active_scheduler(rig: HostsRig) -> str:
@@ -180,24 +184,36 @@ def run(rig: HostsRig, drills: list[tuple[str, str]], *, rate: float = RATE_QPS,
         sent: list[Query] = []
         start = time.time()
 
+        failures: list[BaseException] = []
+
         def cut_and_heal() -> None:
             for k, (kind, host) in enumerate(drills, 1):
                 time.sleep(max(0.0, start + k * spacing_s - time.time()))
                 host = active_scheduler(rig) if host == "active" else host
                 rig.cut(host)
                 cut_at = time.time() - start
-                time.sleep(cut_s)
-                rig.heal(host)
+                try:
+                    time.sleep(cut_s)
+                finally:
+                    rig.heal(host)
                 done.append(Drill(kind, host, cut_at, time.time() - start))
                 print(f"{kind} drill: {host} cut at {cut_at:.1f} s, healed at {done[-1].healed_at:.1f} s", flush=True)
 
-        chaos = threading.Thread(target=cut_and_heal, daemon=True)
+        def drilling() -> None:
+            try:
+                cut_and_heal()
+            except BaseException as exc:  # raised in the caller's thread once the load is sent
+                failures.append(exc)
+
+        chaos = threading.Thread(target=drilling, daemon=True)
         chaos.start()
         for k, offset in enumerate(offsets):
             time.sleep(max(0.0, start + offset - time.time()))
             sent.append(client.send(digits_query(rows, k)))
         client.flush()
         chaos.join()
+        if failures:
+            raise failures[0]
         client.wait_for([q.query_id for q in sent], timeout_s=120)
         answers = [client.results.get(q.query_id) for q in sent]
         duplicates = client.duplicates
@@ -254,26 +270,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spacing", type=float, default=SPACING_S, help="seconds between drills")
     parser.add_argument("--broker-session-timeout-ms", type=int, default=None,
                         help="the brokers' broker.session.timeout.ms (default: Kafka's, 9000)")
+    parser.add_argument("--socket-timeout-ms", type=int, default=None,
+                        help="every librdkafka client's socket.timeout.ms (default: MERIDIAN_KAFKA_SOCKET_TIMEOUT_MS)")
     args = parser.parse_args(argv)
     if args.broker_session_timeout_ms is not None:
         os.environ["MERIDIAN_KAFKA_BROKER_SESSION_TIMEOUT_MS"] = str(args.broker_session_timeout_ms)
+    if args.socket_timeout_ms is not None:
+        os.environ["MERIDIAN_KAFKA_SOCKET_TIMEOUT_MS"] = str(args.socket_timeout_ms)
     latency = {}
     with tempfile.TemporaryDirectory(prefix="meridian-bench-hosts-") as tmp:
         latency["one host"] = one_host_latency(Path(tmp))
         latency["hosts, PLAINTEXT"] = rig_latency(Path(tmp), secure=False)
         print(f"latency at {LATENCY_RATE_QPS:g} q/s: {latency}", flush=True)
         with HostsRig(Path(tmp) / "drills", prefix="mrb", subnet="10.77.1") as rig:
-            processes = start_services(rig, VARIANT)
+            launchers = start_services(rig, VARIANT)
             try:
                 latency["hosts, TLS"] = latency_ms(rig.settings())
                 print(f"latency at {LATENCY_RATE_QPS:g} q/s: {latency}", flush=True)
                 result = run(rig, [("worker", "worker1"), ("broker", "kafka1"), ("scheduler", "active")],
                              rate=args.rate, spacing_s=args.spacing)
             finally:
-                for process in processes.values():
-                    process.stop()
+                stop_services(launchers)
     result["latency_at_200_qps"] = latency
     result["broker_session_timeout_ms"] = int(os.environ.get("MERIDIAN_KAFKA_BROKER_SESSION_TIMEOUT_MS", "9000"))
+    result["socket_timeout_ms"] = Settings().kafka_socket_timeout_ms
     plot(result, RESULTS_DIR / "hosts.png")
     write_result("hosts", result)
 

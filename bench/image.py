@@ -65,6 +65,7 @@ def timed(step: str, seconds: dict[str, float], *argv: str) -> str:
 def install_tools() -> None:
     missing = [tool for tool in ("mmdebstrap", "podman") if shutil.which(tool) is None]
     if missing:
+        run("apt-get", "update", "-qq")
         run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing)
 
 
@@ -96,8 +97,10 @@ def container_root(name: str) -> Iterator[Path]:
     finally:
         for inner in ("dev", "proc"):
             subprocess.run(["umount", "-l", str(root / inner)], capture_output=True)
-        run("podman", "umount", name)
-        run("podman", "rm", "--force", name)
+        try:
+            run("podman", "umount", name)
+        finally:
+            run("podman", "rm", "--force", name)
 
 
 def inspect(root: Path) -> dict:

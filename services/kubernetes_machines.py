@@ -5,9 +5,11 @@ the worker's id and variants in its command) and stops it by deleting the pod, t
 
 Why pods of the pool's template and not replicas of the StatefulSet: a StatefulSet scaled down removes its
 highest ordinal, while the autoscaler stops the worker it chose (the one idle longest), and it names the
-workers it starts. The pods carry the pool's labels with a component of their own
-(``<pool>-autoscaled``), so the StatefulSet's selector never matches them and it never adopts or removes
-them; the chart's ServiceMonitor still scrapes them (it selects by release).
+workers it starts. The pods carry the pool's labels with a component of their own (``worker-<pool>``
+becomes ``worker-<pool>-autoscaled``), so the StatefulSet's selector never matches them and it never
+adopts or removes them; they are named for the release and the worker, owned by the pool's StatefulSet (so
+uninstalling the release removes them too), and labelled ``meridian.io/autoscaled`` for the chart's Service
+that makes them scrape targets.
 """
 from __future__ import annotations
 
@@ -22,19 +24,23 @@ from shared.adapters.kafka_io import ensure_topics_exist
 from shared.settings import Settings
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
-#: the label that names the autoscaler's worker a pod runs
-WORKER_LABEL = "meridian.io/worker-id"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+#: the label of the autoscaler's pods (the chart's Service for their metrics selects it)
+AUTOSCALED_LABEL = "meridian.io/autoscaled"
 
 
-def pod_name(worker_id: str) -> str:
-    """A DNS-1123 name for ``worker_id``'s pod: lower case, ``-`` for anything else, 63 characters at most."""
-    name = re.sub(r"[^a-z0-9-]+", "-", f"meridian-{worker_id}".lower()).strip("-")
+def pod_name(instance: str, worker_id: str) -> str:
+    """A DNS-1123 name for ``worker_id``'s pod in release ``instance``: lower case, ``-`` for anything else,
+    63 characters at most."""
+    name = re.sub(r"[^a-z0-9-]+", "-", f"{instance}-{worker_id}".lower()).strip("-")
     return name[:63].rstrip("-")
 
 
-def pod_for(worker_id: str, variants: Sequence[str], template: k8s.V1PodTemplateSpec) -> k8s.V1Pod:
+def pod_for(worker_id: str, variants: Sequence[str], pool: k8s.V1StatefulSet) -> k8s.V1Pod:
     """The pod of ``worker_id`` from a worker pool's pod template: its command names the worker and its
-    variants, its labels its own component, and it is named for the worker."""
+    variants, its labels its own component, it is named for the release and the worker, and the pool owns
+    it."""
+    template = pool.spec.template
     spec = copy.deepcopy(template.spec)
     (container,) = spec.containers
     command = list(container.command)
@@ -45,9 +51,11 @@ def pod_for(worker_id: str, variants: Sequence[str], template: k8s.V1PodTemplate
     container.command = command
     labels = dict(template.metadata.labels or {})
     labels[COMPONENT_LABEL] = f"{labels.get(COMPONENT_LABEL, 'worker')}-autoscaled"
-    labels[WORKER_LABEL] = pod_name(worker_id)
-    return k8s.V1Pod(api_version="v1", kind="Pod", spec=spec,
-                     metadata=k8s.V1ObjectMeta(name=pod_name(worker_id), labels=labels))
+    labels[AUTOSCALED_LABEL] = "true"
+    owner = k8s.V1OwnerReference(api_version="apps/v1", kind="StatefulSet", name=pool.metadata.name,
+                                 uid=pool.metadata.uid, controller=False, block_owner_deletion=False)
+    return k8s.V1Pod(api_version="v1", kind="Pod", spec=spec, metadata=k8s.V1ObjectMeta(
+        name=pod_name(labels.get(INSTANCE_LABEL, "meridian"), worker_id), labels=labels, owner_references=[owner]))
 
 
 class KubernetesWorkerLauncher:
@@ -59,6 +67,8 @@ class KubernetesWorkerLauncher:
         self._settings = settings
         self._namespace = namespace
         self._pools = dict(pools)
+        #: worker id -> its pod's name
+        self._pods: dict[str, str] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "KubernetesWorkerLauncher":
@@ -78,15 +88,28 @@ class KubernetesWorkerLauncher:
                              f"{sorted(self._pools)}")
         ensure_topics_exist(self._settings, [topics.TopicSpec(topics.dispatch_topic(worker_id), 1)])
         pool = self._apps.read_namespaced_stateful_set(self._pools[device], self._namespace)
+        pod = pod_for(worker_id, variants, pool)
         try:
-            self._core.create_namespaced_pod(self._namespace, pod_for(worker_id, variants, pool.spec.template))
+            self._core.create_namespaced_pod(self._namespace, pod)
         except k8s.ApiException as exc:
-            if exc.status != 409:  # 409: it exists already (a start asked again): the same worker
+            if exc.status != 409:
                 raise
+            # there already: the same worker asked for again, or a pod left by a release before (refused)
+            there = self._core.read_namespaced_pod(pod.metadata.name, self._namespace)
+            if there.spec.containers[0].command != pod.spec.containers[0].command:
+                raise RuntimeError(f"pod {pod.metadata.name} exists and runs {there.spec.containers[0].command}, "
+                                   f"not worker {worker_id!r} with {list(variants)}") from None
+        self._pods[worker_id] = pod.metadata.name
 
     def stop(self, worker_id: str) -> None:
+        name = self._pods.pop(worker_id, None) or pod_name(self._instance(), worker_id)
         try:
-            self._core.delete_namespaced_pod(pod_name(worker_id), self._namespace)
+            self._core.delete_namespaced_pod(name, self._namespace)
         except k8s.ApiException as exc:
             if exc.status != 404:  # 404: gone already
                 raise
+
+    def _instance(self) -> str:
+        """The release of the pools (a worker this launcher did not start is named as if it had)."""
+        pool = self._apps.read_namespaced_stateful_set(next(iter(self._pools.values())), self._namespace)
+        return (pool.spec.template.metadata.labels or {}).get(INSTANCE_LABEL, "meridian")

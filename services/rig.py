@@ -130,9 +130,9 @@ class HostsRig:
         reason = rig_usable()
         if reason is not None:
             raise RuntimeError(f"the rig cannot be made here: {reason}")
-        self._rig("down")  # what a killed run of this prefix left behind
-        self._rig("up", *(f"{name}={self.host(name).address}" for name in HOSTS))
+        self._rig("down")  # what a killed run of this prefix left behind (its namespaces; not its processes)
         try:
+            self._rig("up", *(f"{name}={self.host(name).address}" for name in HOSTS))
             if self.secure:
                 self._rig("certs", str(self.tls_dir), *(f"{name}={self.host(name).address}" for name in BROKERS))
             self._start_kafka()
@@ -147,21 +147,37 @@ class HostsRig:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if "redis" in self._up:
-            self._on("redis", REDIS, "stop", check=False, MERIDIAN_REDIS_HOST=self.host("redis").address,
-                     MERIDIAN_REDIS_PORT=str(self.redis_port), MERIDIAN_REDIS_PASSWORD=self.redis_password)
-        stops = [self._kafka_node(i, "stop") for i, _ in enumerate(BROKERS, 1)]
-        for stop in stops:
-            stop.wait(timeout=60)
-        self._up.clear()
-        self._rig("down")
+        try:
+            if "redis" in self._up:
+                self._on("redis", REDIS, "stop", check=False, MERIDIAN_REDIS_HOST=self.host("redis").address,
+                         MERIDIAN_REDIS_PORT=str(self.redis_port), MERIDIAN_REDIS_PASSWORD=self.redis_password)
+            for stop in [self._kafka_node(i, "stop") for i, _ in enumerate(BROKERS, 1)]:
+                try:
+                    stop.communicate(timeout=90)
+                except subprocess.TimeoutExpired:
+                    stop.kill()
+                    stop.communicate()
+        finally:
+            self._up.clear()
+            # whatever of Kafka and Redis outlived its stop (its command line names its state under root)
+            subprocess.run(["pkill", "-9", "-f", f"{self.root}/hosts/"], capture_output=True)
+            self._rig("down")
 
     def _start_kafka(self) -> None:
         """The three nodes at once (a node is healthy only once a quorum has formed)."""
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         starts = [self._kafka_node(i, "start", cluster_id) for i, _ in enumerate(BROKERS, 1)]
-        failed = [(i, out) for i, start in enumerate(starts, 1)
-                  if (out := start.communicate(timeout=180)[0]) is not None and start.returncode != 0]
+        failed = []
+        for i, start in enumerate(starts, 1):
+            try:
+                out = start.communicate(timeout=180)[0]
+            except subprocess.TimeoutExpired:
+                for other in starts:
+                    other.kill()
+                    other.communicate()
+                raise RuntimeError(f"kafka node {i} did not start on the rig within 180 s") from None
+            if start.returncode != 0:
+                failed.append((i, out))
         if failed:
             raise RuntimeError("kafka did not start on the rig:\n" + "\n".join(f"node {i}: {out}" for i, out in failed))
 

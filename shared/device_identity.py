@@ -70,13 +70,19 @@ def _cpu_name() -> str:
     return (platform.processor() or platform.machine() or "CPU")[:200]
 
 
+def _visible_gpu() -> list[str]:
+    """``nvidia-smi``'s option for the GPU onnxruntime computes on: the first of ``CUDA_VISIBLE_DEVICES``."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return [f"--id={visible}"] if visible else []
+
+
 def gpu_memory_used_mb() -> float | None:
-    """The first GPU's memory in use now (MiB, all processes), from ``nvidia-smi``; None without it."""
+    """The GPU's memory in use now (MiB, all processes), from ``nvidia-smi``; None without it."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
-        out = subprocess.run([smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+        out = subprocess.run([smi, *_visible_gpu(), "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True).stdout
         return float(out.splitlines()[0])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
@@ -84,12 +90,12 @@ def gpu_memory_used_mb() -> float | None:
 
 
 def _gpu_name_and_memory() -> tuple[str, int | None]:
-    """The first GPU's name and memory (MiB) from ``nvidia-smi``; ``("CUDA GPU", None)`` without it."""
+    """The GPU's name and memory (MiB) from ``nvidia-smi``; ``("CUDA GPU", None)`` without it."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return "CUDA GPU", None
     try:
-        out = subprocess.run([smi, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+        out = subprocess.run([smi, *_visible_gpu(), "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True).stdout
         name, memory = (part.strip() for part in out.splitlines()[0].split(","))
         return name[:200] or "CUDA GPU", int(float(memory))

@@ -39,6 +39,11 @@ class Settings(BaseSettings):
 
     #: every broker's listener, comma-separated (a client bootstraps while any one of them is up)
     kafka_bootstrap: str = "127.0.0.1:9092"
+    #: how long a librdkafka client waits on a broker's answer before it gives the request up, refreshes its
+    #: metadata and sends it again (to a partition's new leader): librdkafka's own default (60 s). A broker
+    #: cut off from the network answers nothing and closes nothing; see docs/bench/hosts.md. librdkafka
+    #: refuses less than a consumer's fetch wait (100 ms here) + 1 s
+    kafka_socket_timeout_ms: int = Field(default=60_000, ge=1_100, le=300_000)
     #: Kafka nodes the local stack starts (``infra/kafka/kafka.sh``; topics get min(3, n) replicas)
     kafka_brokers: int = Field(default=1, ge=1, le=9)
     redis_url: str = "redis://127.0.0.1:6379/0"

@@ -15,6 +15,8 @@
 #   host runs node i, at Ai (start, stop, health and status act on it alone; start the nodes together, a
 #   node is healthy once a quorum has formed and it sees all N). Every node needs the same
 #   MERIDIAN_KAFKA_CLUSTER_ID (22 characters of base64url, e.g. `kafka-storage.sh random-uuid`'s).
+#   MERIDIAN_KAFKA_BROKER_SESSION_TIMEOUT_MS (Kafka's 9000): how long the controller waits for a silent
+#   broker before fencing it and moving its partitions' leadership (heartbeats every third of it, 2 s at most).
 #   SASL/SCRAM: with MERIDIAN_KAFKA_SASL_PORT, MERIDIAN_KAFKA_SASL_USERNAME and MERIDIAN_KAFKA_SASL_PASSWORD
 #   set, a SASL_PLAINTEXT listener (SCRAM-SHA-256) is added on that port and the user is created when the
 #   storage is formatted. The PLAINTEXT listener stays for the broker's own health check and replication.
@@ -209,6 +211,9 @@ launch() {
 
 start() {
   install
+  if spread && [ -z "${MERIDIAN_KAFKA_CLUSTER_ID:-}" ]; then
+    echo "kafka.sh: MERIDIAN_KAFKA_HOSTS needs MERIDIAN_KAFKA_CLUSTER_ID to start, the same on every node" >&2; exit 2
+  fi
   if [ "$brokers" != 1 ] && [ -n "${MERIDIAN_KAFKA_SASL_PORT:-}" ]; then
     echo "kafka.sh: SASL is set up for a single broker only (MERIDIAN_KAFKA_BROKERS=1)" >&2; exit 2
   fi

@@ -7,6 +7,7 @@ bad is answered ``error`` alone and the rest of its batch runs. It finds out wha
 holds are bounded by the GPU's memory (`shared.device_memory`)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -102,9 +103,6 @@ class OnnxExecutor(Executor):
         self._measured: dict[str, MeasuredLatency] = {}
 
     def load(self, variant: str, *, measure: bool = False) -> float:
-        from shared.modelzoo.variants import optimization_level_of
-        from shared.onnx_runtime import make_session
-
         path = self._models_dir / f"{variant}.onnx"
         if not path.is_file():
             raise ExecutionError(f"no model file for variant {variant!r} at {path}")
@@ -115,7 +113,27 @@ class OnnxExecutor(Executor):
                 self._memory.reserve(variant, footprint_mb(known, path.stat().st_size))
             except DeviceMemoryFull as exc:
                 raise ExecutionError(str(exc)) from None
-        used_before_mb = gpu_memory_used_mb() if self._memory is not None and known is None and measure else None
+        measuring = known is None and measure and self._cache is not None
+        # Workers of one machine measure one at a time, loading included: on a GPU, what the session holds is
+        # the GPU's used memory before the load and after the measurement, which another's load would swell.
+        with self._cache.alone() if measuring else contextlib.nullcontext():
+            if measuring:
+                known = self._cache.get(self.device, self.machine, variant, digest)  # measured while we waited?
+                measuring = known is None
+            used_before_mb = gpu_memory_used_mb() if measuring and self._memory is not None else None
+            session, load_ms = self._open(path, variant)
+            found = self._measure(variant, digest, session, load_ms, used_before_mb) if measuring else known
+        if found is not None:
+            self._measured[variant] = found
+            if self._memory is not None:
+                self._memory.update(variant, footprint_mb(found, path.stat().st_size))
+        return load_ms
+
+    def _open(self, path: Path, variant: str) -> tuple[object, float]:
+        """``variant``'s session, kept, and the ms it took to make (`ExecutionError` if it cannot be)."""
+        from shared.modelzoo.variants import optimization_level_of
+        from shared.onnx_runtime import make_session
+
         started = time.perf_counter()
         try:
             session = make_session(path, optimization_level=optimization_level_of(path), provider=self._provider,
@@ -124,33 +142,21 @@ class OnnxExecutor(Executor):
             if self._memory is not None and variant not in self._sessions:
                 self._memory.release(variant)
             raise ExecutionError(f"cannot load {path.name}: {exc}"[:500]) from None
-        load_ms = (time.perf_counter() - started) * 1000.0
         self._sessions[variant] = session
-        found = known
-        if found is None and measure and self._cache is not None:
-            found = self._measure(variant, digest, session, load_ms, used_before_mb)
-        if found is not None:
-            self._measured[variant] = found
-            if self._memory is not None:
-                self._memory.update(variant, footprint_mb(found, path.stat().st_size))
-        return load_ms
+        return session, (time.perf_counter() - started) * 1000.0
 
     def _measure(self, variant: str, digest: str, session: object, load_ms: float,
                  used_before_mb: float | None) -> MeasuredLatency:
-        with self._cache.alone():
-            found = self._cache.get(self.device, self.machine, variant, digest)  # measured while we waited?
-            if found is not None:
-                return found
-            began = time.perf_counter()
-            found = measure_session(session, max_batch=self._max_batch, load_ms=load_ms,
-                                    images=self._images.get(variant))
-            used_after_mb = gpu_memory_used_mb() if used_before_mb is not None else None
-            if used_after_mb is not None:
-                found = found.model_copy(update={"device_memory_mb": max(0.0, used_after_mb - used_before_mb)})
-            self._cache.put(self.device, self.machine, variant, digest, found)
-            logger.info("measured %s on %s (%s) in %.1f s: %s", variant, self.device, self.machine.name,
-                        time.perf_counter() - began, describe(found))
-            return found
+        """Measure ``variant``'s session here and cache it (the caller holds the cache's lock)."""
+        began = time.perf_counter()
+        found = measure_session(session, max_batch=self._max_batch, load_ms=load_ms, images=self._images.get(variant))
+        used_after_mb = gpu_memory_used_mb() if used_before_mb is not None else None
+        if used_after_mb is not None and used_after_mb > used_before_mb:  # else: not measured (freed meanwhile)
+            found = found.model_copy(update={"device_memory_mb": used_after_mb - used_before_mb})
+        self._cache.put(self.device, self.machine, variant, digest, found)
+        logger.info("measured %s on %s (%s) in %.1f s: %s", variant, self.device, self.machine.name,
+                    time.perf_counter() - began, describe(found))
+        return found
 
     def measured(self) -> dict[str, MeasuredLatency]:
         return {variant: m for variant, m in self._measured.items() if variant in self._sessions}

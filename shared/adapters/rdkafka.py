@@ -31,6 +31,7 @@ def client_config(settings: Settings) -> dict[str, Any]:
         "reconnect.backoff.ms": RECONNECT_OPTIONS["reconnect_backoff_ms"],
         "reconnect.backoff.max.ms": RECONNECT_OPTIONS["reconnect_backoff_max_ms"],
         "socket.nagle.disable": True,
+        "socket.timeout.ms": settings.kafka_socket_timeout_ms,
     }
     if security.sasl_mechanism:
         config.update({"sasl.mechanism": security.sasl_mechanism, "sasl.username": security.sasl_username,

@@ -28,12 +28,11 @@ pytestmark = [pytest.mark.integration,
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, digits_variants: list[str]) -> Iterator[HostsRig]:
     with HostsRig(tmp_path_factory.mktemp("rig"), prefix="mrt", subnet="10.77.2") as made:
-        processes = drills.start_services(made, digits_variants[0])
+        launchers = drills.start_services(made, digits_variants[0])
         try:
             yield made
         finally:
-            for process in processes.values():
-                process.stop()
+            drills.stop_services(launchers)
 
 
 def test_services_on_hosts_of_their_own_find_each_other_by_their_addresses(rig: HostsRig) -> None:

@@ -34,16 +34,18 @@ def test_a_worker_pod_is_made_from_its_pool_and_deleted_on_stop(workers: Kuberne
     from kubernetes import client as k8s
 
     core, namespace, worker = k8s.CoreV1Api(), os.environ[NEEDED[0]], f"it-{int(time.time())}"
+    pool = k8s.AppsV1Api().read_namespaced_stateful_set(os.environ[NEEDED[1]], namespace)
+    name = pod_name(pool.spec.template.metadata.labels["app.kubernetes.io/instance"], worker)
     workers.start(worker, os.environ[NEEDED[2]], ["digits-mlp-s"])
-    pod = core.read_namespaced_pod(pod_name(worker), namespace)
+    pod = core.read_namespaced_pod(name, namespace)
     assert worker in pod.spec.containers[0].command
     workers.stop(worker)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            core.read_namespaced_pod(pod_name(worker), namespace)
+            core.read_namespaced_pod(name, namespace)
         except k8s.ApiException as exc:
             assert exc.status == 404
             return
         time.sleep(1)
-    pytest.fail(f"pod {pod_name(worker)} still there 120 s after its stop")
+    pytest.fail(f"pod {name} still there 120 s after its stop")

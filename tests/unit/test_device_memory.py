@@ -46,7 +46,7 @@ def test_a_provider_is_named_cpu_or_cuda() -> None:
 
 
 def test_a_worker_told_to_compute_on_the_cpu_does_and_is_not_memory_bounded() -> None:
-    executor = OnnxExecutor(DIGITS, provider=CPU_PROVIDER)
+    executor = OnnxExecutor(DIGITS, provider=CPU_PROVIDER, gpu_memory_share=1e-9)  # a GPU's budget would refuse
     assert executor.machine.provider == CPU_PROVIDER and executor.device == "cpu-1t"
     executor.load("digits-mlp-s")
     assert executor.loaded() == ["digits-mlp-s"]

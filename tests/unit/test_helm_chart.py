@@ -24,7 +24,8 @@ HELM = REPO_ROOT / "var/tools/helm"
 KUBERNETES = "1.33"
 CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor"): "prometheus-operator-v0.92.1/monitoring.coreos.com_servicemonitors.yaml",
         ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheus-operator-v0.92.1/monitoring.coreos.com_prometheusrules.yaml",
-        ("keda.sh/v1alpha1", "ScaledObject"): "keda-v2.18.1/keda.sh_scaledobjects.yaml"}
+        ("keda.sh/v1alpha1", "ScaledObject"): "keda-v2.18.1/keda.sh_scaledobjects.yaml",
+        ("keda.sh/v1alpha1", "TriggerAuthentication"): "keda-v2.18.1/keda.sh_triggerauthentications.yaml"}
 
 
 @cache
@@ -119,7 +120,21 @@ def test_the_autoscaler_makes_its_machines_from_the_pools_of_their_devices_and_m
     assert set(pools.values()) <= {s["metadata"]["name"] for s in of_kind(docs, "StatefulSet")}
     (role,) = of_kind(docs, "Role")
     assert {(tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]} == {
-        (("statefulsets",), ("get",)), (("pods",), ("get", "list", "create", "delete"))}
+        (("statefulsets",), ("get",)), (("pods",), ("get", "create", "delete"))}
+    (scraped,) = [s for s in of_kind(docs, "Service") if s["metadata"]["name"] == "rel-autoscaled-workers"]
+    assert scraped["spec"]["selector"] == {"app.kubernetes.io/instance": "rel", "meridian.io/autoscaled": "true"}
+
+
+def test_keda_reads_the_lag_as_a_user_of_its_own_over_tls() -> None:
+    docs = rendered("ci/full-values.yaml")
+    (trigger,) = of_kind(docs, "ScaledObject")[0]["spec"]["triggers"]
+    assert trigger["metadata"]["sasl"] == "scram_sha512" and trigger["metadata"]["tls"] == "enable"
+    (auth,) = of_kind(docs, "TriggerAuthentication")
+    assert {r["parameter"] for r in auth["spec"]["secretTargetRef"]} == {"username", "password", "ca"}
+    (keda,) = [u for u in of_kind(docs, "KafkaUser") if u["metadata"]["name"] == "rel-keda"]
+    assert {(a["resource"]["type"], a["resource"]["name"], tuple(a["operations"]))
+            for a in keda["spec"]["authorization"]["acls"]} == {("topic", "meridian.queries", ("Describe",)),
+                                                                ("group", "meridian-scheduler", ("Describe",))}
 
 
 def test_schedulers_and_workers_are_named_by_their_pods() -> None:
@@ -139,7 +154,7 @@ def test_strimzi_makes_the_core_topics_and_a_scram_sha_512_user_per_component() 
     assert {(t["spec"]["topicName"], t["spec"]["partitions"]) for t in of_kind(docs, "KafkaTopic")} == expected
     users = {u["metadata"]["name"].removeprefix("rel-"): u["spec"] for u in of_kind(docs, "KafkaUser")}
     assert set(users) == {"scheduler", "planner", "autoscaler", "registry", "gateway", "worker-cpu", "worker-gpu",
-                          "worker-emu", "client-digits", "client-vision"}
+                          "worker-emu", "client-digits", "client-vision", "keda"}
     assert all(spec["authentication"]["type"] == "scram-sha-512" for spec in users.values())
     client = {(a["resource"]["name"], op) for a in users["client-digits"]["authorization"]["acls"]
               for op in a["operations"]}
@@ -150,8 +165,10 @@ def test_strimzi_makes_the_core_topics_and_a_scram_sha_512_user_per_component() 
 
 
 def test_the_charts_rules_and_dashboards_are_the_generated_ones() -> None:
-    for source in [*(REPO_ROOT / "infra/prometheus/rules").glob("*.yml"),
-                   *(REPO_ROOT / "infra/grafana/provisioning/dashboards").glob("*.json")]:
+    sources = [*(REPO_ROOT / "infra/prometheus/rules").glob("*.yml"),
+               *(REPO_ROOT / "infra/grafana/provisioning/dashboards").glob("*.json")]
+    assert {p.name for p in (CHART / "files").iterdir()} == {p.name for p in sources}, "a stale copy in files/"
+    for source in sources:
         assert (CHART / "files" / source.name).read_text() == source.read_text(), (
             f"deploy/helm/meridian/files/{source.name} differs from {source}: `make dashboards` copies it")
     rule = of_kind(rendered("ci/full-values.yaml"), "PrometheusRule")[0]

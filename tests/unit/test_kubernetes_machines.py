@@ -73,6 +73,8 @@ def test_a_worker_is_started_as_a_pod_of_its_pools_template_and_stopped_by_delet
     assert container["command"] == ["python", "-m", "services.worker", "--worker-id", "as-cpu-1t-0", "--metrics-port",
                                     "9102", "--variants", "digits-mlp-s,digits-cnn-s", "--threads", "1"]
     assert created["metadata"]["name"] == "meridian-as-cpu-1t-0"
+    (owner,) = created["metadata"]["ownerReferences"]  # uninstalling the release removes it too
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("StatefulSet", POOL, False)
     labels = created["metadata"]["labels"]
     assert labels["app.kubernetes.io/component"] == "worker-cpu-autoscaled"  # the StatefulSet never adopts it
     assert labels["app.kubernetes.io/instance"] == "meridian"
@@ -83,13 +85,18 @@ def test_a_worker_is_started_as_a_pod_of_its_pools_template_and_stopped_by_delet
 
 def test_a_pod_there_already_or_gone_already_is_no_error_and_a_refusal_is(monkeypatch) -> None:
     pods = "/api/v1/namespaces/serving/pods"
+    there: dict = {}
     server = Server({("GET", f"/apis/apps/v1/namespaces/serving/statefulsets/{POOL}"):
                      (200, file("statefulset-worker-cpu.json")),
-                     ("POST", pods): (409, file("status-409.json")),
+                     ("POST", pods): lambda body: (there.update(body) or 409, file("status-409.json")),
+                     ("GET", f"{pods}/meridian-as-cpu-1t-0"): lambda body: (200, json.dumps(there).encode()),
                      ("DELETE", f"{pods}/meridian-as-cpu-1t-9"): (404, file("status-404.json"))})
     workers, _ = launcher(server, monkeypatch)
-    workers.start("as-cpu-1t-0", "cpu-1t", ["digits-mlp-s"])  # 409: the same worker, asked for again
+    workers.start("as-cpu-1t-0", "cpu-1t", ["digits-mlp-s"])  # 409, and the pod there is this worker's
     workers.stop("as-cpu-1t-9")  # 404: gone already
+    server.routes["POST", pods] = (409, file("status-409.json"))  # the pod there runs other variants
+    with pytest.raises(RuntimeError, match="exists and runs"):
+        workers.start("as-cpu-1t-0", "cpu-1t", ["digits-cnn-l"])
     server.routes["POST", pods] = (403, file("status-403.json"))
     with pytest.raises(k8s.ApiException, match="Forbidden"):
         workers.start("as-cpu-1t-1", "cpu-1t", ["digits-mlp-s"])
@@ -98,9 +105,11 @@ def test_a_pod_there_already_or_gone_already_is_no_error_and_a_refusal_is(monkey
 
 
 def test_a_pod_name_is_dns_1123_and_a_template_without_the_flags_is_refused() -> None:
-    assert pod_name("AS_cpu.1t-0") == "meridian-as-cpu-1t-0"
-    assert len(pod_name("w" * 100)) == 63
+    assert pod_name("prod", "AS_cpu.1t-0") == "prod-as-cpu-1t-0"
+    assert len(pod_name("prod", "w" * 100)) == 63
     template = k8s.V1PodTemplateSpec(metadata=k8s.V1ObjectMeta(labels={}), spec=k8s.V1PodSpec(
         containers=[k8s.V1Container(name="worker", command=["python", "-m", "services.worker"])]))
+    pool = k8s.V1StatefulSet(metadata=k8s.V1ObjectMeta(name="p", uid="u"), spec=k8s.V1StatefulSetSpec(
+        selector=k8s.V1LabelSelector(), service_name="p", template=template))
     with pytest.raises(ValueError, match="has no --worker-id"):
-        pod_for("w", ["v"], template)
+        pod_for("w", ["v"], pool)

@@ -1,6 +1,7 @@
 // Validates Strimzi objects (JSON, one per line on stdin) against Strimzi's CRD schemas as the pinned
 // @kubernetes-models/strimzi-kafka-operator compiles them; prints one JSON line per object: its kind, name
-// and the error, or null. Run by tests/unit/test_helm_chart.py with NODE_PATH at the installed modules.
+// and the error, or null. Run by tests/unit/test_helm_chart.py; it sits beside the node_modules that
+// `npm ci` installs here (ESM imports resolve from the script's own folder).
 import { createInterface } from "node:readline";
 
 const lines = createInterface({ input: process.stdin });

@@ -1,6 +1,6 @@
 {{/* The release's prefix for every object's name. */}}
 {{- define "meridian.name" -}}
-{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 30 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "meridian.labels" -}}
@@ -16,9 +16,10 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* Strimzi's bootstrap service when the chart makes the cluster, else kafka.bootstrap. */}}
 {{- define "meridian.bootstrap" -}}
-{{- if .Values.kafka.bootstrap -}}{{ .Values.kafka.bootstrap }}
-{{- else if .Values.strimzi.enabled -}}{{ include "meridian.name" . }}-kafka-bootstrap:9093
+{{- if .Values.strimzi.enabled -}}{{ include "meridian.name" . }}-kafka-bootstrap:9093
+{{- else if .Values.kafka.bootstrap -}}{{ .Values.kafka.bootstrap }}
 {{- else -}}{{ fail "kafka.bootstrap is required unless strimzi.enabled" }}
 {{- end -}}
 {{- end -}}
