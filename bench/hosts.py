@@ -75,6 +75,11 @@ class Drill:
     healed_at: float
 
 
+def digits_rows(settings: Settings) -> np.ndarray:
+    """The digits test split's rows, the queries' inputs."""
+    return np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
+
+
 def digits_query(rows: np.ndarray, k: int) -> Query:
     return Query(query_id=f"hosts-{k:06d}-{uuid.uuid4().hex[:8]}", application="digits", model="digits", slo_ms=SLO_MS, batch_size=1,
                  inputs=encode(rows[k % len(rows)][None, ...]), sent_at=time.time())
@@ -105,7 +110,7 @@ def stop_services(launchers: dict[str, LocalLauncher]) -> None:
 def latency_ms(settings: Settings, rate: float = LATENCY_RATE_QPS, seconds: float = LATENCY_S,
                warm_s: float = LATENCY_WARM_S) -> dict[str, float]:
     """Poisson digits queries at ``rate``: p50 and p99 of send-to-answer over the ``seconds`` after ``warm_s``."""
-    rows = np.load(settings.models_dir / "digits-test.npz")["x"].astype(np.float32)
+    rows = digits_rows(settings)
     offsets = np.cumsum(np.random.default_rng(1).exponential(1.0 / rate, size=int(rate * (warm_s + seconds) * 1.2)))
     offsets = offsets[offsets < warm_s + seconds]
     with MeridianClient(settings, applications=["digits"]) as client:
@@ -174,7 +179,7 @@ def run(rig: HostsRig, drills: list[tuple[str, str]], *, rate: float = RATE_QPS,
     """Queries at ``rate`` (Poisson) for ``spacing_s`` before, between and after ``drills`` (kind, host; host
     ``active``: the scheduler serving the application when the drill starts); what each cost, and the
     run's answers per second."""
-    rows = np.load(rig.settings().models_dir / "digits-test.npz")["x"].astype(np.float32)
+    rows = digits_rows(rig.settings())
     rng = np.random.default_rng(seed)
     length_s = spacing_s * (len(drills) + 1)
     offsets = np.cumsum(rng.exponential(1.0 / rate, size=int(rate * length_s * 1.2)))

@@ -28,10 +28,9 @@ from contextlib import ExitStack, contextmanager
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 
 from bench.common import RESULTS_DIR, save_figure, write_result
-from bench.hosts import digits_query
+from bench.hosts import digits_query, digits_rows
 from schemas import ResultStatus
 from services.launcher import IMAGE_PYTHON, IMAGE_WORKDIR
 from services.rig import HostsRig
@@ -127,7 +126,7 @@ def serve(work: Path, scheduler_root: Path, worker_root: Path) -> dict:
             began = time.monotonic()
             scheduler_host.wait_for_workers(scheduler, 1, timeout_s=180)
             ready_s = time.monotonic() - began
-            rows = np.load(rig.settings().models_dir / "digits-test.npz")["x"].astype(np.float32)
+            rows = digits_rows(rig.settings())
             with MeridianClient(rig.settings(), applications=["digits"]) as client:
                 sent = [client.send(digits_query(rows, k)) for k in range(QUERIES)]
                 client.flush()

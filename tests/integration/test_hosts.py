@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
 from kafka import KafkaAdminClient
@@ -36,7 +35,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, digits_variants: list[str]) ->
 
 
 def test_services_on_hosts_of_their_own_find_each_other_by_their_addresses(rig: HostsRig) -> None:
-    rows = np.load(rig.settings().models_dir / "digits-test.npz")["x"].astype(np.float32)
+    rows = drills.digits_rows(rig.settings())
     with MeridianClient(rig.settings(), applications=["digits"]) as client:
         sent = [client.send(drills.digits_query(rows, k)) for k in range(200)]
         client.flush()
